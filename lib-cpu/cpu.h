@@ -1,0 +1,87 @@
+/*
+ * cpu.h - the CPU reference backend's state and its parts.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_CPU_H
+#define M3IDX_CPU_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+/* Rows one page-kernel call scores (its running maxima live on the stack). */
+#define M3IDX_CPU_ROW_BATCH 64
+
+/* One query row of a page-kernel call. */
+struct m3idx_cpu_row {
+  const float *q;  /* 128 decoded fp32 query elements */
+  int32_t nkeys;   /* causal keys of this page for the row, 1..128 */
+  float *out;      /* where the clamped block score goes */
+};
+
+/* Scores one page (one 128-token block) for up to M3IDX_CPU_ROW_BATCH rows:
+ * *out = clamp(max over the row's first nkeys keys of the SPEC section 4
+ * logit), NaN logits ignored, NaN when all are NaN. */
+typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page,
+                                      const struct m3idx_cpu_row *rows,
+                                      int nrows, float scale);
+
+void m3idx__cpu_page_scores_scalar(const uint8_t *page,
+                                   const struct m3idx_cpu_row *rows, int nrows,
+                                   float scale);
+#if defined(__x86_64__) && defined(__GNUC__)
+#define M3IDX_CPU_HAVE_AVX512 1
+void m3idx__cpu_page_scores_avx512(const uint8_t *page,
+                                   const struct m3idx_cpu_row *rows, int nrows,
+                                   float scale);
+#endif
+
+/* The fastest kernel this processor runs, or the one M3IDX_CPU_ISA names
+ * (scalar, avx512); *name says which.  NULL if M3IDX_CPU_ISA asks for one
+ * this processor lacks. */
+m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
+                                             struct m3idx_errbuf *err);
+
+struct m3idx_cpu_state {
+  struct m3idx_backend_config config;
+  int threads;                  /* worker threads of every parallel region */
+  m3idx_cpu_page_kernel kernel;
+  const char *kernel_name;
+  int32_t max_width;            /* blocks of max_model_len */
+  float *query_f32;             /* [max_rows * max_heads * 128] */
+  float *scores;                /* [max_heads * max_rows * max_width] */
+  int32_t *row_pos;             /* [max_rows] position of each row */
+  int32_t *map;                 /* [map_capacity * 2] own decode schedule */
+  int32_t map_capacity;
+  int64_t *prefix;              /* [max_reqs + 1] prefill work items */
+  int numa;                     /* threads were placed with libnuma */
+};
+
+/* Stages (each runs its own parallel region). */
+void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
+                               const struct m3idx_call *c);
+void m3idx__cpu_row_positions(struct m3idx_cpu_state *s,
+                              const struct m3idx_call *c);
+void m3idx__cpu_score_decode(struct m3idx_cpu_state *s,
+                             const struct m3idx_call *c, const int32_t *map,
+                             float *scores, int64_t stride);
+void m3idx__cpu_score_prefill(struct m3idx_cpu_state *s,
+                              const struct m3idx_call *c, float *scores,
+                              int64_t stride);
+/* Pin (and, with topk != NULL, select) every (head, row): one pass. */
+void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
+                         float *scores, int64_t stride, int pin,
+                         const float *scores_in, int32_t *topk);
+
+/* Per-row helpers. */
+float m3idx__cpu_clamp(float score);
+void m3idx__cpu_pin_row(float *row, int32_t n, int32_t init_blocks,
+                        int32_t local_blocks);
+void m3idx__cpu_topk_row(const float *row, int32_t n, int32_t *ids);
+
+/* Placement of threads and first touch of scratch. */
+int m3idx__cpu_place_threads(struct m3idx_cpu_state *s);
+void m3idx__cpu_first_touch(struct m3idx_cpu_state *s, void *p, size_t bytes);
+
+#endif /* M3IDX_CPU_H */

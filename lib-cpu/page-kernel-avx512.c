@@ -1,0 +1,158 @@
+/*
+ * page-kernel-avx512.c - the page kernel with AVX-512F: one SIMD lane per
+ * key, so each lane runs SPEC section 4's sums in element order.
+ *
+ * A tile of 32 keys is decoded once into fp32, transposed so that element
+ * d of the 32 keys is two vectors (kt[d]); every row then streams the tile
+ * with fused multiply-adds.  The products q[d] * e2m1 are exact in fp32,
+ * so fma(q, k, acc) rounds exactly like acc + q * k: the bits equal the
+ * scalar kernel's.  Chosen at run time (cpu-kernel-pick.c).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <config.h>
+
+#include "cpu.h"
+
+#ifdef M3IDX_CPU_HAVE_AVX512
+#include <immintrin.h>
+
+#include "formats.h"
+
+#define TARGET __attribute__((target("avx512f")))
+#define TILE 32
+
+/* Transpose 16 rows of 16 dwords in place: afterwards x[c] holds dword c
+ * of rows 0..15 (row k in lane k). */
+TARGET static inline void transpose16(__m512i x[16]) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 8; i++) {
+    a[2 * i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    b[4 * i + 0] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+  }
+  /* b[4i + m], 128-bit lane L: column 4L + m of rows 4i..4i+3. */
+  for (int m = 0; m < 4; m++) {
+    __m512i lo01 = _mm512_shuffle_i32x4(b[m], b[4 + m], 0x44);
+    __m512i hi01 = _mm512_shuffle_i32x4(b[m], b[4 + m], 0xee);
+    __m512i lo23 = _mm512_shuffle_i32x4(b[8 + m], b[12 + m], 0x44);
+    __m512i hi23 = _mm512_shuffle_i32x4(b[8 + m], b[12 + m], 0xee);
+    x[0 + m] = _mm512_shuffle_i32x4(lo01, lo23, 0x88);
+    x[4 + m] = _mm512_shuffle_i32x4(lo01, lo23, 0xdd);
+    x[8 + m] = _mm512_shuffle_i32x4(hi01, hi23, 0x88);
+    x[12 + m] = _mm512_shuffle_i32x4(hi01, hi23, 0xdd);
+  }
+}
+
+/* Decode keys [t0, t0 + 16) into kt[d][half*16 ..] and sc[g][half*16 ..]. */
+TARGET static void decode16(const uint8_t *page, int t0, int half,
+                            float (*kt)[TILE], float (*sc)[TILE]) {
+  static const uint32_t e2m1_bits[16] = M3IDX__E2M1_BITS_INIT;
+  const __m512 lut = _mm512_castsi512_ps(_mm512_loadu_si512(e2m1_bits));
+  __m512i x[16];
+  for (int k = 0; k < 16; k++)
+    x[k] = _mm512_loadu_si512(page + 64 * (t0 + k));
+  transpose16(x);
+  /* Dword c of a key holds elements 8c..8c+7, element 8c+m in bits 4m..4m+3;
+     vpermps reads only the low 4 bits of each index. */
+  for (int c = 0; c < 16; c++)
+    for (int m = 0; m < 8; m++) {
+      __m512i idx = _mm512_srli_epi32(x[c], 4 * m);
+      _mm512_store_ps(&kt[8 * c + m][16 * half], _mm512_permutexvar_ps(idx, lut));
+    }
+  __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 4 * t0);
+  const __m512i ff = _mm512_set1_epi32(0xff);
+  for (int g = 0; g < 4; g++) {
+    __m512i e = _mm512_and_si512(_mm512_srli_epi32(s, 8 * g), ff);
+    __m512i f = _mm512_slli_epi32(e, 23);
+    f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                              _mm512_set1_epi32(0x00400000));
+    f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, ff),
+                              _mm512_set1_epi32(0x7fc00000));
+    _mm512_store_ps(&sc[g][16 * half], _mm512_castsi512_ps(f));
+  }
+}
+
+/* Logits of one row against the 32 keys of the tile. */
+TARGET static inline void row_logits(const float *q, float (*kt)[TILE],
+                                     float (*sc)[TILE], __m512 scale,
+                                     __m512 *l0, __m512 *l1) {
+  __m512 a0[4], a1[4];
+  for (int g = 0; g < 4; g++) {
+    a0[g] = _mm512_setzero_ps();
+    a1[g] = _mm512_setzero_ps();
+  }
+  for (int j = 0; j < 32; j++) {
+    for (int g = 0; g < 4; g++) {
+      __m512 qb = _mm512_set1_ps(q[32 * g + j]);
+      a0[g] = _mm512_fmadd_ps(qb, _mm512_load_ps(&kt[32 * g + j][0]), a0[g]);
+      a1[g] = _mm512_fmadd_ps(qb, _mm512_load_ps(&kt[32 * g + j][16]), a1[g]);
+    }
+  }
+  __m512 s0[4], s1[4];
+  for (int g = 0; g < 4; g++) {
+    s0[g] = _mm512_mul_ps(a0[g], _mm512_load_ps(&sc[g][0]));
+    s1[g] = _mm512_mul_ps(a1[g], _mm512_load_ps(&sc[g][16]));
+  }
+  __m512 d0 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3]));
+  __m512 d1 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3]));
+  d0 = _mm512_mul_ps(d0, scale);
+  d1 = _mm512_mul_ps(d1, scale);
+  /* -0 counts as +0. */
+  const __m512 zero = _mm512_setzero_ps();
+  *l0 = _mm512_mask_mov_ps(d0, _mm512_cmp_ps_mask(d0, zero, _CMP_EQ_OQ), zero);
+  *l1 = _mm512_mask_mov_ps(d1, _mm512_cmp_ps_mask(d1, zero, _CMP_EQ_OQ), zero);
+}
+
+static inline __mmask16 first_lanes(int n) {
+  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page,
+                                          const struct m3idx_cpu_row *rows,
+                                          int nrows, float scale) {
+  _Alignas(64) float kt[M3IDX_HEAD_DIM][TILE];
+  _Alignas(64) float sc[4][TILE];
+  float best[M3IDX_CPU_ROW_BATCH];
+  int any[M3IDX_CPU_ROW_BATCH];
+  int kmax = 0;
+  for (int r = 0; r < nrows; r++) {
+    best[r] = 0.0f;
+    any[r] = 0;
+    if (rows[r].nkeys > kmax)
+      kmax = rows[r].nkeys;
+  }
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+  for (int t0 = 0; t0 < kmax; t0 += TILE) {
+    /* Both halves, always: keys past kmax are masked out below. */
+    decode16(page, t0, 0, kt, sc);
+    decode16(page, t0 + 16, 1, kt, sc);
+    for (int r = 0; r < nrows; r++) {
+      int valid = rows[r].nkeys - t0;
+      if (valid <= 0)
+        continue;
+      __m512 l0, l1;
+      row_logits(rows[r].q, kt, sc, vscale, &l0, &l1);
+      __mmask16 ok0 = _mm512_mask_cmp_ps_mask(first_lanes(valid), l0, l0, _CMP_ORD_Q);
+      __mmask16 ok1 = _mm512_mask_cmp_ps_mask(first_lanes(valid - 16), l1, l1, _CMP_ORD_Q);
+      if ((ok0 | ok1) == 0)
+        continue; /* only NaN logits here */
+      __m512 m = _mm512_max_ps(_mm512_mask_mov_ps(ninf, ok0, l0),
+                               _mm512_mask_mov_ps(ninf, ok1, l1));
+      float tile_max = _mm512_reduce_max_ps(m);
+      if (!any[r] || tile_max > best[r])
+        best[r] = tile_max;
+      any[r] = 1;
+    }
+  }
+  for (int r = 0; r < nrows; r++)
+    *rows[r].out = m3idx__cpu_clamp(
+        any[r] ? best[r] : m3idx__bits_to_float(0x7fc00000u));
+}
+#endif /* M3IDX_CPU_HAVE_AVX512 */

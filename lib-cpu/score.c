@@ -1,0 +1,196 @@
+/*
+ * score.c - decode and prefill scoring on the CPU: work items of
+ * (request, blocks), each scoring its pages against every row and head
+ * that sees them.  Each score is computed whole by one thread, so the
+ * bytes never depend on the thread count or the schedule.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <config.h>
+
+#include "checks.h"
+#include "cpu.h"
+#include "formats.h"
+#include "fp-env.h"
+#include "omp-compat.h"
+#include "work-map.h"
+
+/* Rows gathered for one page, flushed through the kernel in batches. */
+struct row_batch {
+  struct m3idx_cpu_row rows[M3IDX_CPU_ROW_BATCH];
+  int n;
+  const uint8_t *page;
+  m3idx_cpu_page_kernel kernel;
+  float scale;
+};
+
+static inline void add_row(struct row_batch *rb, const float *q, int32_t nkeys,
+                           float *out) {
+  rb->rows[rb->n++] = (struct m3idx_cpu_row){q, nkeys, out};
+  if (rb->n == M3IDX_CPU_ROW_BATCH) {
+    rb->kernel(rb->page, rb->rows, rb->n, rb->scale);
+    rb->n = 0;
+  }
+}
+
+static inline void flush(struct row_batch *rb) {
+  if (rb->n > 0)
+    rb->kernel(rb->page, rb->rows, rb->n, rb->scale);
+  rb->n = 0;
+}
+
+static inline const uint8_t *page_of(const struct m3idx_call *c, int32_t r,
+                                     int32_t b) {
+  int32_t id = c->block_table[(int64_t)r * c->bt_stride + b];
+  return c->pages + (int64_t)id * M3IDX_PAGE_BYTES;
+}
+
+static inline int32_t keys_seen(int32_t pos, int32_t b) {
+  int32_t k = pos - b * M3IDX_BLOCK_SIZE + 1;
+  return k > M3IDX_BLOCK_SIZE ? M3IDX_BLOCK_SIZE : k;
+}
+
+void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
+                               const struct m3idx_call *c) {
+  int64_t n = (int64_t)c->num_rows * c->num_heads * M3IDX_HEAD_DIM;
+  float *out = s->query_f32;
+  if (c->query_dtype == M3IDX_DTYPE_BF16) {
+    const uint16_t *q = c->query;
+#pragma omp parallel for num_threads(s->threads) schedule(static)
+    for (int64_t i = 0; i < n; i++)
+      out[i] = m3idx__bf16_value(q[i]);
+  } else {
+    const uint8_t *q = c->query;
+#pragma omp parallel for num_threads(s->threads) schedule(static)
+    for (int64_t i = 0; i < n; i++)
+      out[i] = m3idx__e4m3_value(q[i]);
+  }
+}
+
+void m3idx__cpu_row_positions(struct m3idx_cpu_state *s,
+                              const struct m3idx_call *c) {
+  int32_t *pos = s->row_pos;
+  if (c->mode == M3IDX_MODE_DECODE) {
+    for (int32_t r = 0; r < c->num_reqs; r++)
+      for (int32_t j = 0; j < c->query_len; j++)
+        pos[r * c->query_len + j] = c->seq_lens[r] - c->query_len + j;
+  } else {
+    for (int32_t r = 0; r < c->num_reqs; r++)
+      for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++)
+        pos[i] = c->context_lens[r] + (i - c->cu_seqlens_q[r]);
+  }
+}
+
+static void decode_item(const struct m3idx_cpu_state *s,
+                        const struct m3idx_call *c, int32_t r, int32_t b0,
+                        int32_t count, float *scores, int64_t stride) {
+  const int32_t H = c->num_heads, qlen = c->query_len;
+  struct row_batch rb = {.n = 0, .kernel = s->kernel, .scale = c->scale};
+  for (int32_t b = b0; b < b0 + count; b++) {
+    rb.page = page_of(c, r, b);
+    for (int32_t j = 0; j < qlen; j++) {
+      int32_t row = r * qlen + j;
+      int32_t pos = c->seq_lens[r] - qlen + j;
+      if (b * M3IDX_BLOCK_SIZE > pos)
+        continue;
+      for (int32_t h = 0; h < H; h++)
+        add_row(&rb, s->query_f32 + ((int64_t)row * H + h) * M3IDX_HEAD_DIM,
+                keys_seen(pos, b),
+                scores + ((int64_t)h * c->num_rows + row) * stride + b);
+    }
+    flush(&rb);
+  }
+}
+
+void m3idx__cpu_score_decode(struct m3idx_cpu_state *s,
+                             const struct m3idx_call *c, const int32_t *map,
+                             float *scores, int64_t stride) {
+  int32_t chunk = m3idx__work_chunk_blocks(c->query_len, c->num_heads);
+  int64_t used = m3idx__work_map_entries(c->seq_lens, c->num_reqs, chunk);
+  if (map == NULL) {
+    m3idx__work_map_fill(s->map, (int32_t)used, c->seq_lens, c->num_reqs, chunk);
+    map = s->map;
+  }
+#pragma omp parallel num_threads(s->threads)
+  {
+    m3idx_fpenv env = m3idx__fpenv_enter();
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t e = 0; e < used; e++) {
+      int32_t r = map[2 * e], w = map[2 * e + 1];
+      if (r < 0)
+        continue;
+      decode_item(s, c, r, w & M3IDX_WORK_FIRST_MASK,
+                  w >> M3IDX_WORK_COUNT_SHIFT, scores, stride);
+    }
+    m3idx__fpenv_leave(env);
+  }
+}
+
+static void prefill_item(const struct m3idx_cpu_state *s,
+                         const struct m3idx_call *c, int32_t r, int32_t b,
+                         float *scores, int64_t stride) {
+  const int32_t H = c->num_heads;
+  const int32_t row0 = c->cu_seqlens_q[r], rows = c->cu_seqlens_q[r + 1] - row0;
+  const int32_t ctx_len = c->context_lens[r];
+  int32_t i0 = b * M3IDX_BLOCK_SIZE - ctx_len;
+  struct row_batch rb = {.n = 0, .kernel = s->kernel, .scale = c->scale,
+                         .page = page_of(c, r, b)};
+  for (int32_t i = i0 > 0 ? i0 : 0; i < rows; i++) {
+    int32_t row = row0 + i, pos = ctx_len + i;
+    for (int32_t h = 0; h < H; h++)
+      add_row(&rb, s->query_f32 + ((int64_t)row * H + h) * M3IDX_HEAD_DIM,
+              keys_seen(pos, b),
+              scores + ((int64_t)h * c->num_rows + row) * stride + b);
+  }
+  flush(&rb);
+}
+
+void m3idx__cpu_score_prefill(struct m3idx_cpu_state *s,
+                              const struct m3idx_call *c, float *scores,
+                              int64_t stride) {
+  int64_t *prefix = s->prefix;
+  prefix[0] = 0;
+  for (int32_t r = 0; r < c->num_reqs; r++)
+    prefix[r + 1] = prefix[r] + m3idx__request_blocks(c, r);
+  int64_t items = prefix[c->num_reqs];
+#pragma omp parallel num_threads(s->threads)
+  {
+    m3idx_fpenv env = m3idx__fpenv_enter();
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; it++) {
+      int32_t lo = 0, hi = c->num_reqs - 1; /* request r: prefix[r] <= it < prefix[r+1] */
+      while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (prefix[mid] <= it)
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      prefill_item(s, c, lo, (int32_t)(it - prefix[lo]), scores, stride);
+    }
+    m3idx__fpenv_leave(env);
+  }
+}
+
+void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
+                         float *scores, int64_t stride, int pin,
+                         const float *scores_in, int32_t *topk) {
+  m3idx__cpu_row_positions(s, c);
+  int64_t total = (int64_t)c->num_heads * c->num_rows;
+  const float *in = scores_in ? scores_in : scores;
+#pragma omp parallel num_threads(s->threads)
+  {
+    m3idx_fpenv env = m3idx__fpenv_enter();
+#pragma omp for schedule(static)
+    for (int64_t hr = 0; hr < total; hr++) {
+      int32_t row = (int32_t)(hr % c->num_rows);
+      int32_t n = s->row_pos[row] / M3IDX_BLOCK_SIZE + 1;
+      if (pin)
+        m3idx__cpu_pin_row(scores + hr * stride, n, c->init_blocks,
+                           c->local_blocks);
+      if (topk)
+        m3idx__cpu_topk_row(in + hr * stride, n, topk + hr * M3IDX_TOPK);
+    }
+    m3idx__fpenv_leave(env);
+  }
+}

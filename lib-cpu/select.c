@@ -1,0 +1,59 @@
+/*
+ * select.c - clamping, forced-block pinning and top-k of one score row
+ * (SPEC sections 6 and 7).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <config.h>
+
+#include "cpu.h"
+#include "formats.h"
+
+float m3idx__cpu_clamp(float score) {
+  const float cap = m3idx__bits_to_float(M3IDX_SCORE_CLAMP_BITS);
+  return score > cap ? cap : score; /* NaN stays NaN */
+}
+
+void m3idx__cpu_pin_row(float *row, int32_t n, int32_t init_blocks,
+                        int32_t local_blocks) {
+  for (int32_t b = 0; b < n; b++)
+    row[b] = m3idx__cpu_clamp(row[b]);
+  int32_t ni = init_blocks < n ? init_blocks : n;
+  for (int32_t b = 0; b < ni; b++)
+    row[b] = M3IDX_SENTINEL_INIT;
+  int32_t l0 = n - local_blocks > 0 ? n - local_blocks : 0;
+  for (int32_t b = l0; b < n; b++)
+    row[b] = M3IDX_SENTINEL_LOCAL;
+}
+
+/* A key whose unsigned order is the top-k order: score descending (-0 as
+ * +0, NaN below every number), then block id ascending. */
+static inline uint64_t rank_key(float score, int32_t id) {
+  uint32_t u = m3idx__float_to_bits(score), k;
+  if (score != score)
+    k = 0;
+  else {
+    if (score == 0.0f)
+      u = 0;
+    k = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  }
+  return ((uint64_t)k << 32) | (uint32_t)(0xffffffffu - (uint32_t)id);
+}
+
+void m3idx__cpu_topk_row(const float *row, int32_t n, int32_t *ids) {
+  uint64_t best[M3IDX_TOPK];
+  int count = 0;
+  for (int32_t b = 0; b < n; b++) {
+    uint64_t key = rank_key(row[b], b);
+    if (count == M3IDX_TOPK && key <= best[M3IDX_TOPK - 1])
+      continue;
+    int i = count < M3IDX_TOPK ? count++ : M3IDX_TOPK - 1;
+    while (i > 0 && best[i - 1] < key) {
+      best[i] = best[i - 1];
+      i--;
+    }
+    best[i] = key;
+  }
+  for (int i = 0; i < M3IDX_TOPK; i++)
+    ids[i] = i < count ? (int32_t)(0xffffffffu - (uint32_t)best[i]) : -1;
+}

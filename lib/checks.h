@@ -1,0 +1,38 @@
+/*
+ * checks.h - the argument checks every entry point runs before it writes.
+ *
+ * Each check fills its part of the call and returns M3IDX_OK, or records a
+ * message naming the argument on ctx and returns the status.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_CHECKS_H
+#define M3IDX_CHECKS_H
+
+#include "context.h"
+
+/* want_mode: M3IDX_MODE_DECODE, M3IDX_MODE_PREFILL, or 0 for either. */
+m3idx_status m3idx__check_batch(m3idx_context *ctx, const m3idx_batch *batch,
+                                int want_mode, struct m3idx_call *call);
+m3idx_status m3idx__check_query(m3idx_context *ctx, const m3idx_query *query,
+                                struct m3idx_call *call);
+m3idx_status m3idx__check_kcache(m3idx_context *ctx, const m3idx_kcache *kcache,
+                                 struct m3idx_call *call);
+m3idx_status m3idx__check_forced(m3idx_context *ctx, int32_t init_blocks,
+                                 int32_t local_blocks, struct m3idx_call *call);
+/* optional: NULL scores are allowed (fused calls). */
+m3idx_status m3idx__check_scores(m3idx_context *ctx, const void *scores,
+                                 int64_t score_stride, int optional,
+                                 struct m3idx_call *call);
+m3idx_status m3idx__check_topk(m3idx_context *ctx, const int32_t *topk,
+                               struct m3idx_call *call);
+/* building: the map is the output (m3idx_work_map_build). */
+m3idx_status m3idx__check_work_map(m3idx_context *ctx, const int32_t *map,
+                                   int32_t capacity, int building,
+                                   struct m3idx_call *call);
+
+/* Causal blocks of request r's last row (0 for a prefill request without
+ * rows); the blocks whose page ids the call reads. */
+int32_t m3idx__request_blocks(const struct m3idx_call *call, int32_t r);
+
+#endif /* M3IDX_CHECKS_H */

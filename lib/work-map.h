@@ -1,0 +1,37 @@
+/*
+ * work-map.h - the decode work map's entry encoding and chunking.
+ *
+ * Entry e is int32 [2]: {request, first_block | count << 24}; {-1, 0} is
+ * an unused entry that kernels skip.  A request with n causal blocks gets
+ * ceil(n / chunk) entries of up to `chunk` blocks, in request order.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_WORK_MAP_H
+#define M3IDX_WORK_MAP_H
+
+#include <stdint.h>
+
+#define M3IDX_WORK_COUNT_SHIFT 24
+#define M3IDX_WORK_FIRST_MASK 0x00ffffff
+
+/* Blocks per work item: fewer when a block carries more rows of work. */
+static inline int32_t m3idx__work_chunk_blocks(int32_t query_len, int32_t num_heads) {
+  int64_t rows = (int64_t)query_len * num_heads;
+  return rows <= 2 ? 32 : rows <= 8 ? 16 : 8;
+}
+
+static inline int32_t m3idx__blocks_of(int64_t tokens) {
+  return (int32_t)((tokens + 127) / 128);
+}
+
+/* Entries the batch needs. */
+int64_t m3idx__work_map_entries(const int32_t *seq_lens, int32_t num_reqs,
+                                int32_t chunk);
+
+/* Write the map for the batch (entries <= capacity, checked by the caller). */
+void m3idx__work_map_fill(int32_t *map, int32_t capacity,
+                          const int32_t *seq_lens, int32_t num_reqs,
+                          int32_t chunk);
+
+#endif /* M3IDX_WORK_MAP_H */
