@@ -17,6 +17,8 @@
 struct m3idx_cpu_row {
   const float *q;  /* 128 decoded fp32 query elements */
   int32_t nkeys;   /* causal keys of this page for the row, 1..128 */
+  int32_t unfused; /* some |q| > 2^125: q * e2m1 may overflow, so the sums
+                      must round each product (no fma) */
   float *out;      /* where the clamped block score goes */
 };
 
@@ -50,6 +52,7 @@ struct m3idx_cpu_state {
   const char *kernel_name;
   int32_t max_width;            /* blocks of max_model_len */
   float *query_f32;             /* [max_rows * max_heads * 128] */
+  uint8_t *query_unfused;       /* [max_rows * max_heads] see m3idx_cpu_row */
   float *scores;                /* [max_heads * max_rows * max_width] */
   int32_t *row_pos;             /* [max_rows] position of each row */
   int32_t *map;                 /* [map_capacity * 2] own decode schedule */

@@ -4,9 +4,11 @@
  *
  * A tile of 32 keys is decoded once into fp32, transposed so that element
  * d of the 32 keys is two vectors (kt[d]); every row then streams the tile
- * with fused multiply-adds.  The products q[d] * e2m1 are exact in fp32,
- * so fma(q, k, acc) rounds exactly like acc + q * k: the bits equal the
- * scalar kernel's.  Chosen at run time (cpu-kernel-pick.c).
+ * with fused multiply-adds.  The products q[d] * e2m1 are exact in fp32
+ * unless they overflow, so fma(q, k, acc) rounds exactly like acc + q * k
+ * for every row whose |q| <= 2^125; rows with larger elements (flagged
+ * `unfused') round each product, as SPEC section 4 defines.  The bits
+ * equal the scalar kernel's.  Chosen at run time (kernel-pick.c).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -79,20 +81,28 @@ TARGET static void decode16(const uint8_t *page, int t0, int half,
 }
 
 /* Logits of one row against the 32 keys of the tile. */
-TARGET static inline void row_logits(const float *q, float (*kt)[TILE],
-                                     float (*sc)[TILE], __m512 scale,
-                                     __m512 *l0, __m512 *l1) {
+TARGET static inline void row_logits(const float *q, int unfused,
+                                     float (*kt)[TILE], float (*sc)[TILE],
+                                     __m512 scale, __m512 *l0, __m512 *l1) {
   __m512 a0[4], a1[4];
   for (int g = 0; g < 4; g++) {
     a0[g] = _mm512_setzero_ps();
     a1[g] = _mm512_setzero_ps();
   }
-  for (int j = 0; j < 32; j++) {
-    for (int g = 0; g < 4; g++) {
-      __m512 qb = _mm512_set1_ps(q[32 * g + j]);
-      a0[g] = _mm512_fmadd_ps(qb, _mm512_load_ps(&kt[32 * g + j][0]), a0[g]);
-      a1[g] = _mm512_fmadd_ps(qb, _mm512_load_ps(&kt[32 * g + j][16]), a1[g]);
-    }
+  if (!unfused) {
+    for (int j = 0; j < 32; j++)
+      for (int g = 0; g < 4; g++) {
+        __m512 qb = _mm512_set1_ps(q[32 * g + j]);
+        a0[g] = _mm512_fmadd_ps(qb, _mm512_load_ps(&kt[32 * g + j][0]), a0[g]);
+        a1[g] = _mm512_fmadd_ps(qb, _mm512_load_ps(&kt[32 * g + j][16]), a1[g]);
+      }
+  } else {
+    for (int j = 0; j < 32; j++)
+      for (int g = 0; g < 4; g++) {
+        __m512 qb = _mm512_set1_ps(q[32 * g + j]);
+        a0[g] = _mm512_add_ps(a0[g], _mm512_mul_ps(qb, _mm512_load_ps(&kt[32 * g + j][0])));
+        a1[g] = _mm512_add_ps(a1[g], _mm512_mul_ps(qb, _mm512_load_ps(&kt[32 * g + j][16])));
+      }
   }
   __m512 s0[4], s1[4];
   for (int g = 0; g < 4; g++) {
@@ -138,7 +148,7 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page,
       if (valid <= 0)
         continue;
       __m512 l0, l1;
-      row_logits(rows[r].q, kt, sc, vscale, &l0, &l1);
+      row_logits(rows[r].q, rows[r].unfused, kt, sc, vscale, &l0, &l1);
       __mmask16 ok0 = _mm512_mask_cmp_ps_mask(first_lanes(valid), l0, l0, _CMP_ORD_Q);
       __mmask16 ok1 = _mm512_mask_cmp_ps_mask(first_lanes(valid - 16), l1, l1, _CMP_ORD_Q);
       if ((ok0 | ok1) == 0)

@@ -24,9 +24,10 @@ struct row_batch {
   float scale;
 };
 
-static inline void add_row(struct row_batch *rb, const float *q, int32_t nkeys,
-                           float *out) {
-  rb->rows[rb->n++] = (struct m3idx_cpu_row){q, nkeys, out};
+static inline void add_row(struct row_batch *rb, const struct m3idx_cpu_state *s,
+                           int64_t qrow, int32_t nkeys, float *out) {
+  rb->rows[rb->n++] = (struct m3idx_cpu_row){
+      s->query_f32 + qrow * M3IDX_HEAD_DIM, nkeys, s->query_unfused[qrow], out};
   if (rb->n == M3IDX_CPU_ROW_BATCH) {
     rb->kernel(rb->page, rb->rows, rb->n, rb->scale);
     rb->n = 0;
@@ -50,20 +51,24 @@ static inline int32_t keys_seen(int32_t pos, int32_t b) {
   return k > M3IDX_BLOCK_SIZE ? M3IDX_BLOCK_SIZE : k;
 }
 
+/* Decode the query rows to fp32 and flag the rows whose products can
+ * overflow: |q| <= 2^125 keeps |q * e2m1| <= 1.5 * 2^127, exact in fp32. */
 void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
                                const struct m3idx_call *c) {
-  int64_t n = (int64_t)c->num_rows * c->num_heads * M3IDX_HEAD_DIM;
-  float *out = s->query_f32;
-  if (c->query_dtype == M3IDX_DTYPE_BF16) {
-    const uint16_t *q = c->query;
+  int64_t n = (int64_t)c->num_rows * c->num_heads;
+  const float limit = 0x1p125f;
 #pragma omp parallel for num_threads(s->threads) schedule(static)
-    for (int64_t i = 0; i < n; i++)
-      out[i] = m3idx__bf16_value(q[i]);
-  } else {
-    const uint8_t *q = c->query;
-#pragma omp parallel for num_threads(s->threads) schedule(static)
-    for (int64_t i = 0; i < n; i++)
-      out[i] = m3idx__e4m3_value(q[i]);
+  for (int64_t r = 0; r < n; r++) {
+    float *out = s->query_f32 + r * M3IDX_HEAD_DIM;
+    int unfused = 0;
+    for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
+      int64_t i = r * M3IDX_HEAD_DIM + d;
+      out[d] = c->query_dtype == M3IDX_DTYPE_BF16
+                   ? m3idx__bf16_value(((const uint16_t *)c->query)[i])
+                   : m3idx__e4m3_value(((const uint8_t *)c->query)[i]);
+      unfused |= out[d] > limit || out[d] < -limit;
+    }
+    s->query_unfused[r] = (uint8_t)unfused;
   }
 }
 
@@ -94,8 +99,7 @@ static void decode_item(const struct m3idx_cpu_state *s,
       if (b * M3IDX_BLOCK_SIZE > pos)
         continue;
       for (int32_t h = 0; h < H; h++)
-        add_row(&rb, s->query_f32 + ((int64_t)row * H + h) * M3IDX_HEAD_DIM,
-                keys_seen(pos, b),
+        add_row(&rb, s, (int64_t)row * H + h, keys_seen(pos, b),
                 scores + ((int64_t)h * c->num_rows + row) * stride + b);
     }
     flush(&rb);
@@ -138,8 +142,7 @@ static void prefill_item(const struct m3idx_cpu_state *s,
   for (int32_t i = i0 > 0 ? i0 : 0; i < rows; i++) {
     int32_t row = row0 + i, pos = ctx_len + i;
     for (int32_t h = 0; h < H; h++)
-      add_row(&rb, s->query_f32 + ((int64_t)row * H + h) * M3IDX_HEAD_DIM,
-              keys_seen(pos, b),
+      add_row(&rb, s, (int64_t)row * H + h, keys_seen(pos, b),
               scores + ((int64_t)h * c->num_rows + row) * stride + b);
   }
   flush(&rb);
