@@ -1,0 +1,232 @@
+/*
+ * check-formats.c - the element conversions and the page encoder against
+ * hand-computed values (SPEC sections 2 and 3).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "m3idx.h"
+
+static uint32_t bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+START_TEST(bf16) {
+  ck_assert_uint_eq(bits(m3idx_bf16_to_float(0x3f80)), 0x3f800000u);
+  ck_assert_uint_eq(bits(m3idx_bf16_to_float(0xc000)), 0xc0000000u);
+  ck_assert_uint_eq(bits(m3idx_bf16_to_float(0x0001)), 0x00010000u); /* subnormal */
+  ck_assert_uint_eq(m3idx_float_to_bf16(1.0f), 0x3f80);
+  ck_assert_uint_eq(m3idx_float_to_bf16(1.0f + 0x1p-8f), 0x3f80);     /* tie, even */
+  ck_assert_uint_eq(m3idx_float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82); /* tie, even */
+  ck_assert_uint_eq(m3idx_float_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  ck_assert_uint_eq(m3idx_float_to_bf16(-INFINITY), 0xff80);
+  ck_assert_uint_eq(m3idx_float_to_bf16(3.4028235e38f), 0x7f80); /* FLT_MAX rounds up to inf */
+  uint16_t n = m3idx_float_to_bf16(NAN);
+  ck_assert(isnan(m3idx_bf16_to_float(n)));
+}
+END_TEST
+
+START_TEST(e4m3) {
+  ck_assert_uint_eq(bits(m3idx_e4m3_to_float(0x00)), 0x00000000u);
+  ck_assert_uint_eq(bits(m3idx_e4m3_to_float(0x80)), 0x80000000u);
+  ck_assert(m3idx_e4m3_to_float(0x01) == 0x1p-9f);
+  ck_assert(m3idx_e4m3_to_float(0x07) == 7 * 0x1p-9f);
+  ck_assert(m3idx_e4m3_to_float(0x08) == 0x1p-6f);
+  ck_assert(m3idx_e4m3_to_float(0x38) == 1.0f);
+  ck_assert(m3idx_e4m3_to_float(0x3c) == 1.5f);
+  ck_assert(m3idx_e4m3_to_float(0x7e) == 448.0f);
+  ck_assert(m3idx_e4m3_to_float(0xfe) == -448.0f);
+  ck_assert(isnan(m3idx_e4m3_to_float(0x7f)));
+  ck_assert(isnan(m3idx_e4m3_to_float(0xff)));
+  ck_assert(m3idx_e4m3_to_float(0x78) == 256.0f); /* S.1111.000 is a number */
+  ck_assert_uint_eq(m3idx_float_to_e4m3(1.0f), 0x38);
+  ck_assert_uint_eq(m3idx_float_to_e4m3(448.0f), 0x7e);
+  ck_assert_uint_eq(m3idx_float_to_e4m3(500.0f), 0x7e);       /* saturates */
+  ck_assert_uint_eq(m3idx_float_to_e4m3(-INFINITY), 0xfe);
+  ck_assert_uint_eq(m3idx_float_to_e4m3(0x1p-10f), 0x00);     /* tie, even */
+  ck_assert_uint_eq(m3idx_float_to_e4m3(3 * 0x1p-10f), 0x02); /* tie, even */
+  ck_assert_uint_eq(m3idx_float_to_e4m3(1.0625f), 0x38);      /* tie, even */
+  ck_assert_uint_eq(m3idx_float_to_e4m3(1.1875f), 0x3a);      /* tie, even */
+  ck_assert_uint_eq(m3idx_float_to_e4m3(15.5f * 0x1p-10f), 0x08); /* rounds into normals */
+  ck_assert_uint_eq(m3idx_float_to_e4m3(NAN) & 0x7f, 0x7f);
+  for (int x = 0; x < 256; x++)
+    if ((x & 0x7f) != 0x7f)
+      ck_assert_uint_eq(m3idx_float_to_e4m3(m3idx_e4m3_to_float((uint8_t)x)), x);
+}
+END_TEST
+
+START_TEST(e2m1) {
+  static const float v[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (int c = 0; c < 8; c++) {
+    ck_assert(m3idx_e2m1_to_float((uint8_t)c) == v[c]);
+    ck_assert(m3idx_e2m1_to_float((uint8_t)(c | 8)) == -v[c]);
+    ck_assert_uint_eq(m3idx_float_to_e2m1(v[c]), c);
+  }
+  ck_assert_uint_eq(bits(m3idx_e2m1_to_float(8)), 0x80000000u);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(0.25f), 0);  /* ties to even */
+  ck_assert_uint_eq(m3idx_float_to_e2m1(0.26f), 1);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(0.75f), 2);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(1.25f), 2);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(1.75f), 4);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(2.5f), 4);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(3.5f), 6);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(5.0f), 6);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(5.01f), 7);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(100.0f), 7);  /* saturates */
+  ck_assert_uint_eq(m3idx_float_to_e2m1(-0.75f), 0xa);
+  ck_assert_uint_eq(m3idx_float_to_e2m1(-0.1f), 0x8); /* keeps its sign */
+}
+END_TEST
+
+START_TEST(e8m0) {
+  ck_assert(m3idx_e8m0_to_float(127) == 1.0f);
+  ck_assert(m3idx_e8m0_to_float(128) == 2.0f);
+  ck_assert_uint_eq(bits(m3idx_e8m0_to_float(0)), 0x00400000u); /* 2^-127 */
+  ck_assert_uint_eq(bits(m3idx_e8m0_to_float(1)), 0x00800000u); /* 2^-126 */
+  ck_assert_uint_eq(bits(m3idx_e8m0_to_float(254)), 0x7f000000u); /* 2^127 */
+  ck_assert(isnan(m3idx_e8m0_to_float(255)));
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(0.0f), 0);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(6.0f), 127);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(6.0001f), 128);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(12.0f), 128);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(3.0f), 126);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(0x1p-149f), 0);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(6 * 0x1p-127f), 0);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(nextafterf(6 * 0x1p-127f, 1.0f)), 1);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(3.4028235e38f), 253);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(INFINITY), 255);
+  ck_assert_uint_eq(m3idx_e8m0_for_amax(NAN), 255);
+  /* Exhaustive over exponents: the smallest e with amax / 2^(e-127) <= 6. */
+  for (int e = 1; e < 253; e++) {
+    float at = 6.0f * ldexpf(1.0f, e - 127);
+    ck_assert_uint_eq(m3idx_e8m0_for_amax(at), e);
+    ck_assert_uint_eq(m3idx_e8m0_for_amax(nextafterf(at, INFINITY)), e + 1);
+  }
+}
+END_TEST
+
+START_TEST(page_encode_hand_computed) {
+  uint8_t *page = calloc(1, M3IDX_PAGE_BYTES);
+  float key[128], back[128];
+  for (int d = 0; d < 128; d++)
+    key[d] = 0.0f;
+  /* group 0: amax 6 -> e 127; 1.5 -> code 3, -4 -> code 0xe, 0.75 -> 1.0 (tie) */
+  key[0] = 1.5f;
+  key[1] = -4.0f;
+  key[2] = 0.75f;
+  key[3] = 6.0f;
+  /* group 1: amax 12 -> e 128 (x / 2): 12 -> 6 (7), 5 -> 2.5 -> 2 (4) */
+  key[32] = 12.0f;
+  key[33] = 5.0f;
+  /* group 2: all zero -> e 0 */
+  /* group 3: a NaN -> e 255, all codes 0 */
+  key[96] = NAN;
+  key[97] = 1.0f;
+  ck_assert_int_eq(m3idx_page_encode_f32(page, 5, key), M3IDX_OK);
+  const uint8_t *data = page + 64 * 5, *sc = page + 8192 + 4 * 5;
+  ck_assert_uint_eq(data[0], 0xe3);
+  ck_assert_uint_eq(data[1], 0x72); /* 0.75 -> code 2 (low), 6 -> code 7 (high) */
+  ck_assert_uint_eq(data[16], 0x47);
+  ck_assert_uint_eq(data[48], 0x00);
+  ck_assert_uint_eq(sc[0], 127);
+  ck_assert_uint_eq(sc[1], 128);
+  ck_assert_uint_eq(sc[2], 0);
+  ck_assert_uint_eq(sc[3], 255);
+  for (int i = 0; i < 64 * 5; i++)
+    ck_assert_uint_eq(page[i], 0); /* other slots untouched */
+  ck_assert_int_eq(m3idx_page_decode(page, 5, back), M3IDX_OK);
+  ck_assert(back[0] == 1.5f && back[1] == -4.0f && back[2] == 1.0f && back[3] == 6.0f);
+  ck_assert(back[32] == 12.0f && back[33] == 4.0f);
+  ck_assert(back[64] == 0.0f);
+  ck_assert(isnan(back[96]) && isnan(back[97]));
+  free(page);
+}
+END_TEST
+
+/* Values on the e2m1 grid times 2^k survive encode + decode exactly. */
+START_TEST(page_round_trip) {
+  uint8_t *page = calloc(1, M3IDX_PAGE_BYTES);
+  static const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  uint64_t s = 42;
+  for (int t = 0; t < 128; t++) {
+    float key[128], back[128];
+    uint16_t kb[128];
+    for (int g = 0; g < 4; g++) {
+      int k = (int)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 58) % 60 - 30;
+      for (int j = 0; j < 32; j++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        float v = grid[(s >> 40) & 7] * ((s >> 50) & 1 ? -1.0f : 1.0f);
+        key[32 * g + j] = ldexpf(j == 0 ? 6.0f : v, k); /* amax is 6 * 2^k */
+      }
+    }
+    for (int d = 0; d < 128; d++)
+      kb[d] = m3idx_float_to_bf16(key[d]);
+    ck_assert_int_eq((t & 1) ? m3idx_page_encode_bf16(page, t, kb)
+                             : m3idx_page_encode_f32(page, t, key), M3IDX_OK);
+    ck_assert_int_eq(m3idx_page_decode(page, t, back), M3IDX_OK);
+    for (int d = 0; d < 128; d++)
+      ck_assert_msg(bits(back[d]) == bits(key[d]) ||
+                    (key[d] == 0.0f && back[d] == 0.0f),
+                    "slot %d element %d: %a vs %a", t, d, (double)back[d], (double)key[d]);
+  }
+  free(page);
+}
+END_TEST
+
+START_TEST(encode_keys) {
+  float *keys = malloc(sizeof(float) * 130 * 128);
+  for (int i = 0; i < 130 * 128; i++)
+    keys[i] = (float)(i % 13) - 6.0f;
+  uint8_t *pages = malloc(2 * M3IDX_PAGE_BYTES);
+  memset(pages, 0x5a, 2 * M3IDX_PAGE_BYTES);
+  ck_assert_int_eq(m3idx_encode_keys_f32(keys, 130, pages, 2), M3IDX_OK);
+  uint8_t one[M3IDX_PAGE_BYTES] = {0};
+  ck_assert_int_eq(m3idx_page_encode_f32(one, 1, keys + 129 * 128), M3IDX_OK);
+  ck_assert_int_eq(memcmp(pages + M3IDX_PAGE_BYTES + 64, one + 64, 64), 0);
+  /* Unused slots of the last page are zero. */
+  for (int t = 2; t < 128; t++) {
+    for (int i = 0; i < 64; i++)
+      ck_assert_uint_eq(pages[M3IDX_PAGE_BYTES + 64 * t + i], 0);
+    for (int g = 0; g < 4; g++)
+      ck_assert_uint_eq(pages[M3IDX_PAGE_BYTES + 8192 + 4 * t + g], 0);
+  }
+  /* Wrong page count, bad slot, NULL: an error, nothing written. */
+  memset(pages, 0x5a, 2 * M3IDX_PAGE_BYTES);
+  ck_assert_int_eq(m3idx_encode_keys_f32(keys, 130, pages, 1), M3IDX_ERR_INCONSISTENT);
+  ck_assert_ptr_nonnull(strstr(m3idx_last_error(NULL), "num_pages"));
+  ck_assert_int_eq(m3idx_encode_keys_f32(keys, -1, pages, 0), M3IDX_ERR_INVALID_SIZE);
+  ck_assert_int_eq(m3idx_page_encode_f32(pages, 128, keys), M3IDX_ERR_INVALID_SIZE);
+  ck_assert_ptr_nonnull(strstr(m3idx_last_error(NULL), "slot"));
+  ck_assert_int_eq(m3idx_page_encode_f32(pages, -1, keys), M3IDX_ERR_INVALID_SIZE);
+  ck_assert_int_eq(m3idx_page_encode_f32(NULL, 0, keys), M3IDX_ERR_NULL_POINTER);
+  ck_assert_int_eq(m3idx_page_decode(pages, 0, NULL), M3IDX_ERR_NULL_POINTER);
+  for (int i = 0; i < 2 * M3IDX_PAGE_BYTES; i++)
+    ck_assert_uint_eq(pages[i], 0x5a);
+  free(keys);
+  free(pages);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("formats");
+  TCase *t = tcase_create("formats");
+  tcase_add_test(t, bf16);
+  tcase_add_test(t, e4m3);
+  tcase_add_test(t, e2m1);
+  tcase_add_test(t, e8m0);
+  tcase_add_test(t, page_encode_hand_computed);
+  tcase_add_test(t, page_round_trip);
+  tcase_add_test(t, encode_keys);
+  suite_add_tcase(s, t);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
