@@ -1,0 +1,41 @@
+/*
+ * main.c - the m3idx command: the default job, topk, encode, bench.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <config.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: m3idx                      run the default job (synthetic batch, every backend)\n"
+    "       m3idx topk [options]       top-k block ids of .npy inputs (m3idx topk --help)\n"
+    "       m3idx encode [options]     fp32 keys to MXFP4 pages (m3idx encode --help)\n"
+    "       m3idx bench [options]      benchmarks (m3idx bench --help)\n"
+    "       m3idx --help | --version\n"
+    "Environment: M3IDX_BACKEND=cpu|hip|auto, OMP_NUM_THREADS.  See m3idx(1), m3idx(7).\n";
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return cli_default_job(argc, argv);
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+    printf("m3idx %s (library %s)\n", PACKAGE_VERSION, m3idx_version());
+    return 0;
+  }
+  if (!strcmp(cmd, "topk"))
+    return cli_topk(argc - 1, argv + 1);
+  if (!strcmp(cmd, "encode"))
+    return cli_encode(argc - 1, argv + 1);
+  if (!strcmp(cmd, "bench"))
+    return cli_bench(argc - 1, argv + 1);
+  cli_error(NULL, "unknown command '%s'\n%s", cmd, usage);
+  return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,298 @@
+/*
+ * npy.c - NumPy .npy reading and writing (see npy.h).
+ *
+ * The format: magic "\x93NUMPY", major, minor, a little-endian header
+ * length (2 bytes in 1.0, 4 in 2.0), then an ASCII Python dict literal
+ * {'descr': ..., 'fortran_order': ..., 'shape': (...), } padded with spaces
+ * and ended by '\n', then the raw data.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <config.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "npy.h"
+
+#define MAX_HEADER (1 << 20)
+
+static int fail(char *err, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* Find 'key' in the dict and return a pointer just past its ':'. */
+static const char *dict_value(const char *h, const char *key) {
+  char quoted[32];
+  for (int q = 0; q < 2; q++) {
+    snprintf(quoted, sizeof quoted, q ? "\"%s\"" : "'%s'", key);
+    const char *p = strstr(h, quoted);
+    if (p) {
+      p += strlen(quoted);
+      while (isspace((unsigned char)*p))
+        p++;
+      if (*p != ':')
+        return NULL;
+      p++;
+      while (isspace((unsigned char)*p))
+        p++;
+      return p;
+    }
+  }
+  return NULL;
+}
+
+static int parse_header(const char *h, const char *what, struct npy_array *a,
+                        char *err, size_t n) {
+  const char *p = dict_value(h, "descr");
+  if (!p || (*p != '\'' && *p != '"'))
+    return fail(err, n, "%s: .npy header has no 'descr'", what);
+  char quote = *p++;
+  size_t len = 0;
+  while (p[len] && p[len] != quote)
+    len++;
+  if (p[len] != quote || len == 0 || len >= sizeof a->descr)
+    return fail(err, n, "%s: unsupported dtype in .npy header", what);
+  memcpy(a->descr, p, len);
+  a->descr[len] = '\0';
+
+  p = dict_value(h, "fortran_order");
+  if (!p)
+    return fail(err, n, "%s: .npy header has no 'fortran_order'", what);
+  if (strncmp(p, "False", 5) != 0)
+    return fail(err, n, "%s: Fortran-ordered arrays are not supported; save it in C order "
+                        "(numpy.ascontiguousarray)", what);
+
+  p = dict_value(h, "shape");
+  if (!p || *p != '(')
+    return fail(err, n, "%s: .npy header has no 'shape'", what);
+  p++;
+  a->ndim = 0;
+  for (;;) {
+    while (isspace((unsigned char)*p))
+      p++;
+    if (*p == ')')
+      break;
+    if (!isdigit((unsigned char)*p))
+      return fail(err, n, "%s: malformed shape in .npy header", what);
+    if (a->ndim == NPY_MAX_DIMS)
+      return fail(err, n, "%s: more than %d dimensions", what, NPY_MAX_DIMS);
+    errno = 0;
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (errno || v < 0 || v > ((int64_t)1 << 40))
+      return fail(err, n, "%s: dimension out of range in .npy header", what);
+    a->shape[a->ndim++] = v;
+    p = end;
+    while (isspace((unsigned char)*p))
+      p++;
+    if (*p == ',')
+      p++;
+    else if (*p != ')')
+      return fail(err, n, "%s: malformed shape in .npy header", what);
+  }
+  return 0;
+}
+
+static size_t descr_itemsize(const char *d) {
+  if (!strcmp(d, "|u1") || !strcmp(d, "<u1") || !strcmp(d, "|i1"))
+    return 1;
+  if (!strcmp(d, "<u2"))
+    return 2;
+  if (!strcmp(d, "<i4") || !strcmp(d, "<f4"))
+    return 4;
+  return 0;
+}
+
+static const char *dtype_name(const char *d) {
+  if (!strcmp(d, "|u1"))
+    return "uint8 ('|u1')";
+  if (!strcmp(d, "<u2"))
+    return "uint16 ('<u2')";
+  if (!strcmp(d, "<i4"))
+    return "int32 ('<i4')";
+  if (!strcmp(d, "<f4"))
+    return "float32 ('<f4')";
+  return d;
+}
+
+int npy_read(const char *path, const char *what, const char *descr, int ndim,
+             struct npy_array *a, char *err, size_t n) {
+  memset(a, 0, sizeof *a);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return fail(err, n, "%s: cannot open '%s': %s", what, path, strerror(errno));
+  unsigned char pre[12];
+  char *header = NULL;
+  int rc = -1;
+  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+    fail(err, n, "%s: '%s' is not a .npy file", what, path);
+    goto out;
+  }
+  uint32_t hlen;
+  size_t off;
+  if (pre[6] == 1) {
+    hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
+    off = 10;
+  } else if (pre[6] == 2) {
+    if (fread(pre + 10, 1, 2, f) != 2) {
+      fail(err, n, "%s: '%s' is truncated", what, path);
+      goto out;
+    }
+    hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8 | (uint32_t)pre[10] << 16 |
+           (uint32_t)pre[11] << 24;
+    off = 12;
+  } else {
+    fail(err, n, "%s: '%s' is .npy format %d.%d; only 1.0 and 2.0 are read", what, path,
+         pre[6], pre[7]);
+    goto out;
+  }
+  if (hlen == 0 || hlen > MAX_HEADER) {
+    fail(err, n, "%s: '%s' has a .npy header of %u bytes", what, path, (unsigned)hlen);
+    goto out;
+  }
+  header = malloc(hlen + 1);
+  if (!header || fread(header, 1, hlen, f) != hlen) {
+    fail(err, n, "%s: '%s' is truncated", what, path);
+    goto out;
+  }
+  header[hlen] = '\0';
+  if (strlen(header) != hlen) {
+    fail(err, n, "%s: '%s' has a NUL byte in its .npy header", what, path);
+    goto out;
+  }
+  if (parse_header(header, what, a, err, n) != 0)
+    goto out;
+  size_t isz = descr_itemsize(a->descr);
+  int want_u1 = !strcmp(descr, "|u1");
+  int same = !strcmp(a->descr, descr) || (want_u1 && !strcmp(a->descr, "<u1"));
+  if (!same) {
+    if (a->descr[0] == '>' && isz == 0)
+      fail(err, n, "%s: '%s' is big-endian (%s); m3idx reads little-endian .npy files", what,
+           path, a->descr);
+    else
+      fail(err, n, "%s: '%s' has dtype '%s', expected %s", what, path, a->descr,
+           dtype_name(descr));
+    goto out;
+  }
+  a->itemsize = isz;
+  if (a->ndim != ndim) {
+    fail(err, n, "%s: '%s' has %d dimensions, expected %d", what, path, a->ndim, ndim);
+    goto out;
+  }
+  size_t count = 1;
+  for (int i = 0; i < a->ndim; i++) {
+    if (a->shape[i] != 0 && count > (SIZE_MAX / 16) / (size_t)a->shape[i]) {
+      fail(err, n, "%s: '%s' is too large", what, path);
+      goto out;
+    }
+    count *= (size_t)a->shape[i];
+  }
+  a->count = count;
+  size_t bytes = count * isz;
+  if (fseek(f, 0, SEEK_END) != 0) {
+    fail(err, n, "%s: cannot seek in '%s'", what, path);
+    goto out;
+  }
+  long end = ftell(f);
+  if (end < 0 || (size_t)end != off + hlen + bytes) {
+    fail(err, n, "%s: '%s' holds %ld data bytes, its shape needs %zu", what, path,
+         end < 0 ? -1L : (long)(end - (long)(off + hlen)), bytes);
+    goto out;
+  }
+  if (fseek(f, (long)(off + hlen), SEEK_SET) != 0) {
+    fail(err, n, "%s: cannot seek in '%s'", what, path);
+    goto out;
+  }
+  if (posix_memalign(&a->data, 64, bytes ? bytes : 64) != 0) {
+    a->data = NULL;
+    fail(err, n, "%s: no memory for '%s' (%zu bytes)", what, path, bytes);
+    goto out;
+  }
+  if (fread(a->data, 1, bytes, f) != bytes) {
+    fail(err, n, "%s: '%s' is truncated", what, path);
+    goto out;
+  }
+  rc = 0;
+out:
+  free(header);
+  fclose(f);
+  if (rc != 0)
+    npy_free(a);
+  return rc;
+}
+
+void npy_free(struct npy_array *a) {
+  free(a->data);
+  a->data = NULL;
+}
+
+int npy_write(const char *path, const char *descr, int ndim,
+              const int64_t *shape, const void *data, char *err, size_t n) {
+  char dict[256], dims[160] = "";
+  size_t count = 1, isz = descr_itemsize(descr);
+  for (int i = 0; i < ndim; i++) {
+    char one[32];
+    /* numpy's own spelling: (3,) and (3, 4) */
+    snprintf(one, sizeof one, "%s%lld%s", i ? ", " : "", (long long)shape[i],
+             ndim == 1 ? "," : "");
+    strncat(dims, one, sizeof dims - strlen(dims) - 1);
+    count *= (size_t)shape[i];
+  }
+  int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                    descr, dims);
+  /* Pad so that the data starts on a 64-byte boundary; end with '\n'. */
+  size_t total = 10 + (size_t)dl + 1;
+  size_t pad = (64 - total % 64) % 64;
+  size_t hlen = (size_t)dl + pad + 1;
+  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                           (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + 16);
+  if (!tmp)
+    return fail(err, n, "no memory");
+  snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    fail(err, n, "cannot write '%s': %s", path, strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  mode_t mask = umask(0);
+  umask(mask);
+  (void)fchmod(fd, 0666 & ~mask); /* as if created by fopen */
+  FILE *f = fdopen(fd, "wb");
+  int ok = f != NULL;
+  ok = ok && fwrite(pre, 1, 10, f) == 10;
+  ok = ok && fwrite(dict, 1, (size_t)dl, f) == (size_t)dl;
+  for (size_t i = 0; ok && i < pad; i++)
+    ok = fputc(' ', f) != EOF;
+  ok = ok && fputc('\n', f) != EOF;
+  ok = ok && (count * isz == 0 || fwrite(data, isz, count, f) == count);
+  if (f) {
+    if (fclose(f) != 0)
+      ok = 0;
+  } else {
+    close(fd);
+  }
+  if (ok && rename(tmp, path) != 0)
+    ok = 0;
+  if (!ok) {
+    fail(err, n, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
+    unlink(tmp);
+  }
+  free(tmp);
+  return ok ? 0 : -1;
+}

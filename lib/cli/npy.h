@@ -1,0 +1,37 @@
+/*
+ * npy.h - NumPy .npy files: read (format 1.0 and 2.0, little-endian,
+ * C order) and write (format 1.0).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_CLI_NPY_H
+#define M3IDX_CLI_NPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NPY_MAX_DIMS 8
+
+struct npy_array {
+  char descr[8];              /* "<u2", "|u1", "<i4", "<f4" */
+  int ndim;
+  int64_t shape[NPY_MAX_DIMS];
+  size_t itemsize;
+  size_t count;               /* elements */
+  void *data;                 /* count * itemsize bytes, 64-byte aligned */
+};
+
+/* Read path into a; the array must have dtype `descr` (for "|u1", "<u1"
+ * is accepted too) and `ndim` dimensions.  0 on success; else -1 and a
+ * message naming `what` (the option) in err. */
+int npy_read(const char *path, const char *what, const char *descr, int ndim,
+             struct npy_array *a, char *err, size_t errlen);
+void npy_free(struct npy_array *a);
+
+/* Write atomically (a temporary file renamed into place): on failure no
+ * file is left at path.  0 on success; else -1 and a message in err. */
+int npy_write(const char *path, const char *descr, int ndim,
+              const int64_t *shape, const void *data, char *err,
+              size_t errlen);
+
+#endif
