@@ -61,7 +61,7 @@ AS_IF([test "x$with_hip" = xno], [hip_why="disabled by --without-hip"], [
 #else
 #include <hip/hip_runtime.h>
 #endif
-__global__ void m3idx_conftest(float *x) { x[threadIdx.x] = fmaf(x[0], 2.0f, 1.0f); }
+__global__ void m3idx_conftest(float *x) { *(x + threadIdx.x) = fmaf(*x, 2.0f, 1.0f); }
 HIPEOF
     HIP_ARCHS=`echo "$with_hip_arch" | tr ',' ' '`
     hip_arch_flags=
@@ -82,14 +82,14 @@ HIPEOF
     AS_IF([test -z "$hip_why"], [
       HIP_ARCHS=$with_hip_arch
       AS_IF([test "x$with_hip_platform" = xamd], [
-        HIP_CXXFLAGS="-O3 -fPIC -std=c++17 -ffp-contract=off -fno-fast-math -fno-gpu-flush-denormals-to-zero $hip_arch_flags"
+        HIP_CXXFLAGS="-O3 -fPIC -std=c++17 -fvisibility=hidden -ffp-contract=off -fno-fast-math -fno-gpu-flush-denormals-to-zero $hip_arch_flags"
         hip_libdir=
         for d in "$hip_root/lib" "$hip_root/hip/lib"; do
           AS_IF([test -e "$d/libamdhip64.so"], [hip_libdir=$d; break])
         done
         HIP_LIBS="${hip_libdir:+-L$hip_libdir }-lamdhip64"
       ], [
-        HIP_CXXFLAGS="-O3 -std=c++17 -x cu -Xcompiler -fPIC -DM3IDX_HIP_PLATFORM_NVIDIA --fmad=false -ftz=false -prec-div=true -prec-sqrt=true $hip_arch_flags"
+        HIP_CXXFLAGS="-O3 -std=c++17 -x cu -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DM3IDX_HIP_PLATFORM_NVIDIA --fmad=false -ftz=false -prec-div=true -prec-sqrt=true $hip_arch_flags"
         hip_libdir=
         for d in "$hip_root/lib64" "$hip_root/lib" "$hip_root/targets/x86_64-linux/lib"; do
           AS_IF([test -e "$d/libcudart_static.a"], [hip_libdir=$d; break])

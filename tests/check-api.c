@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "m3idx.h"
+#include "suite-main.h"
 
 START_TEST(version_agrees) {
   char buf[32];
@@ -172,9 +173,5 @@ int main(void) {
   tcase_add_test(t, backend_environment);
   tcase_add_test(t, limits_too_large);
   suite_add_tcase(s, t);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return run_suite(s);
 }

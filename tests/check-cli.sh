@@ -7,6 +7,13 @@ set -u
 : "${M3IDX:=../lib/m3idx}"
 : "${HELPER:=./cli-helper}"
 : "${srcdir:=.}"
+case ${M3IDX_BACKEND:-} in
+hip | HIP)
+  if ! "$M3IDX" --version | grep -q '^hip: yes'; then
+    echo "SKIP: M3IDX_BACKEND=hip, but $("$M3IDX" --version | grep '^hip:')"
+    exit 77
+  fi ;;
+esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/m3idx-cli.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT INT TERM
 failures=0

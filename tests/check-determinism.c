@@ -16,6 +16,7 @@
 #endif
 
 #include "results.h"
+#include "suite-main.h"
 
 static struct test_case *mixed_decode(void) {
   static const int32_t lens[] = {4000, 129, 20000, 2, 2049, 70000};
@@ -127,9 +128,5 @@ int main(void) {
   tcase_add_test(t, kernels_agree);
   tcase_add_test(t, caller_fp_environment);
   suite_add_tcase(s, t);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return run_suite(s);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "suite-main.h"
 
 #define FILL 0x5c
 
@@ -421,9 +422,5 @@ int main(void) {
   tcase_add_test(t, work_map_capacity_args);
   tcase_add_test(t, work_map_contents);
   suite_add_tcase(s, t);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return run_suite(s);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "m3idx.h"
+#include "suite-main.h"
 
 static uint32_t bits(float f) {
   uint32_t u;
@@ -224,9 +225,5 @@ int main(void) {
   tcase_add_test(t, page_round_trip);
   tcase_add_test(t, encode_keys);
   suite_add_tcase(s, t);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return run_suite(s);
 }

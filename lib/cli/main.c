@@ -27,7 +27,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+    const char *why = m3idx_backend_unavailable_reason(M3IDX_BACKEND_HIP);
     printf("m3idx %s (library %s)\n", PACKAGE_VERSION, m3idx_version());
+    printf("cpu: yes\n");
+    printf("hip: %s%s%s\n", why ? "no (" : "yes", why ? why : "", why ? ")" : "");
     return 0;
   }
   if (!strcmp(cmd, "topk"))

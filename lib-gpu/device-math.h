@@ -1,0 +1,161 @@
+/*
+ * device-math.h - SPEC section 4 on the GPU: exact element decoding, the
+ * logit of one key in SPEC's order, clamping, and the row geometry with
+ * its checks.  Included by the kernels only.
+ *
+ * The order of every sum is SPEC's, never the warp width's: each thread
+ * owns one key and runs its four 32-element sums in element order.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_GPU_DEVICE_MATH_H
+#define M3IDX_GPU_DEVICE_MATH_H
+
+#include "kernels.h"
+
+#define M3IDX_DEV __device__ __forceinline__
+
+M3IDX_DEV float bits_f(uint32_t u) { return __uint_as_float(u); }
+M3IDX_DEV uint32_t f_bits(float f) { return __float_as_uint(f); }
+M3IDX_DEV float nan_f() { return __uint_as_float(0x7fc00000u); }
+
+/* e2m1 code (low 4 bits) as fp32, built from bits: sign, then
+ * x = 0 -> 0, x = 1 -> 0.5, x >= 2 -> (x << 22) + 2^-1's bits. */
+M3IDX_DEV float e2m1_f(uint32_t code) {
+  uint32_t x = code & 7u;
+  uint32_t mag = x >= 2u ? (x << 22) + 0x3f000000u : (x ? 0x3f000000u : 0u);
+  return bits_f(((code & 8u) << 28) | mag);
+}
+
+M3IDX_DEV float e8m0_f(uint32_t e) {
+  return bits_f(e == 255u ? 0x7fc00000u : e == 0u ? 0x00400000u : e << 23);
+}
+
+M3IDX_DEV float bf16_f(uint16_t x) { return bits_f((uint32_t)x << 16); }
+
+M3IDX_DEV float e4m3_f(uint8_t x) {
+  uint32_t sign = (uint32_t)(x >> 7) << 31, e = (x >> 3) & 15u, m = x & 7u;
+  if (e == 15u && m == 7u)
+    return bits_f(sign | 0x7fc00000u);
+  if (e == 0u) {
+    float v = (float)m * 0x1p-9f;
+    return sign ? -v : v;
+  }
+  return bits_f(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+M3IDX_DEV float query_f(const void *q, int dtype, long long i) {
+  return dtype == 1 ? bf16_f(((const uint16_t *)q)[i]) : e4m3_f(((const uint8_t *)q)[i]);
+}
+
+/* One key in registers: 16 data words (word c holds elements 8c..8c+7,
+ * element 8c+m in bits 4m..4m+3) and its four scales. */
+struct key_regs {
+  uint32_t w[16];
+  float sc[4];
+};
+
+M3IDX_DEV void load_key(const uint8_t *page, int slot, key_regs &k) {
+  const uint4 *d = (const uint4 *)(page + 64 * slot);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    uint4 v = d[i];
+    k.w[4 * i + 0] = v.x;
+    k.w[4 * i + 1] = v.y;
+    k.w[4 * i + 2] = v.z;
+    k.w[4 * i + 3] = v.w;
+  }
+  uint32_t s = *(const uint32_t *)(page + 8192 + 4 * slot);
+#pragma unroll
+  for (int g = 0; g < 4; g++)
+    k.sc[g] = e8m0_f((s >> (8 * g)) & 0xffu);
+}
+
+/* SPEC section 4, steps 2-5.  With fused != 0 the sums use fma, which is
+ * exact because |q| <= 2^125 keeps every product finite; otherwise each
+ * product is rounded first, as SPEC writes it. */
+M3IDX_DEV float key_logit(const key_regs &k, const float *q, int fused, float scale) {
+  float s[4];
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    float acc = 0.0f;
+    if (fused) {
+#pragma unroll
+      for (int j = 0; j < 32; j++)
+        acc = fmaf(q[32 * g + j], e2m1_f(k.w[4 * g + j / 8] >> (4 * (j % 8))), acc);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 32; j++) {
+        float p = q[32 * g + j] * e2m1_f(k.w[4 * g + j / 8] >> (4 * (j % 8)));
+        acc = acc + p;
+      }
+    }
+    s[g] = acc * k.sc[g];
+  }
+  float logit = ((s[0] + s[1]) + (s[2] + s[3])) * scale;
+  return logit == 0.0f ? 0.0f : logit;
+}
+
+/* NaN-ignoring maximum (NaN only when both are NaN). */
+M3IDX_DEV float max_ignoring_nan(float a, float b) {
+  if (a != a)
+    return b;
+  if (b != b)
+    return a;
+  return b > a ? b : a;
+}
+
+M3IDX_DEV float clamp_score(float x) {
+  const float cap = bits_f(0x6fa18f07u);
+  return x > cap ? cap : x;
+}
+
+/* Position of a row; -1 (and a bit in *err) when its request's lengths
+ * are invalid.  *req receives the request. */
+M3IDX_DEV int row_position(const gpu_call &c, int row, int *req) {
+  if (c.mode == 1) {
+    int r = row / c.query_len;
+    int s = c.seq_lens[r];
+    *req = r;
+    if (s < c.query_len || s > c.max_seq_len) {
+      atomicOr(c.err, M3IDX_GPU_BAD_SEQ_LENS);
+      return -1;
+    }
+    return s - c.query_len + row % c.query_len;
+  }
+  /* Prefill: the last r with cu[r] <= row (cu is read in bounds even when
+     it is not monotone; the checks below then fail). */
+  const int32_t *cu = c.cu_seqlens_q;
+  int lo = 0, hi = c.num_reqs - 1;
+  while (lo < hi) {
+    int mid = lo + (hi - lo + 1) / 2;
+    if (cu[mid] <= row)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  *req = lo;
+  int start = cu[lo], end = cu[lo + 1], ctx = c.context_lens[lo], s = c.seq_lens[lo];
+  if (cu[0] != 0 || cu[c.num_reqs] != c.num_rows || start > row || row >= end || ctx < 0 ||
+      (long long)ctx + (end - start) != s || s > c.max_seq_len) {
+    atomicOr(c.err, M3IDX_GPU_BAD_PREFILL);
+    return -1;
+  }
+  return ctx + (row - start);
+}
+
+/* The page of block b of request r, or NULL (and a bit in *err). */
+M3IDX_DEV const uint8_t *page_of(const gpu_call &c, int r, int b) {
+  if (b >= c.bt_stride) {
+    atomicOr(c.err, M3IDX_GPU_BAD_PAGE_ID);
+    return nullptr;
+  }
+  int id = c.block_table[(long long)r * c.bt_stride + b];
+  if (id < 0 || id >= c.num_pages) {
+    atomicOr(c.err, M3IDX_GPU_BAD_PAGE_ID);
+    return nullptr;
+  }
+  return c.pages + (long long)id * 8704;
+}
+
+#endif /* M3IDX_GPU_DEVICE_MATH_H */

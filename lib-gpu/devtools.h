@@ -1,0 +1,56 @@
+/*
+ * devtools.h - a second table the HIP plugin exports for m3idx's own tests
+ * and benchmark (not part of the library's API): device memory, streams,
+ * graph capture and replay, and the two ceilings the benchmark measures.
+ * Every function returns 0 on success, else a negative number, and
+ * writes the runtime's message to err (if not NULL).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_DEVTOOLS_H
+#define M3IDX_DEVTOOLS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define M3IDX_DEVTOOLS_ABI 1
+#define M3IDX_DEVTOOLS_ENTRY "m3idx_plugin_devtools"
+
+struct m3idx_devtools {
+  int abi;
+  int (*alloc)(void **p, size_t bytes, char *err, size_t n);
+  int (*release)(void *p);
+  /* Synchronous copies (host <-> device). */
+  int (*to_device)(void *dst, const void *src, size_t bytes, char *err, size_t n);
+  int (*to_host)(void *dst, const void *src, size_t bytes, char *err, size_t n);
+  int (*fill)(void *p, int byte, size_t bytes, char *err, size_t n);
+  int (*stream_create)(void **stream, char *err, size_t n);
+  int (*stream_destroy)(void *stream);
+  int (*stream_sync)(void *stream, char *err, size_t n);
+  /* Asynchronous host-to-device copy on a stream (capturable). */
+  int (*to_device_async)(void *dst, const void *src, size_t bytes, void *stream, char *err,
+                         size_t n);
+  int (*capture_begin)(void *stream, char *err, size_t n);
+  int (*capture_end)(void *stream, void **graph, char *err, size_t n);
+  int (*graph_launch)(void *graph, void *stream, char *err, size_t n);
+  int (*graph_destroy)(void *graph);
+  /* Seconds between two events recorded around fn(arg) on the stream. */
+  int (*time_on_stream)(void *stream, int (*fn)(void *arg), void *arg, double *seconds,
+                        char *err, size_t n);
+  /* Device-to-device copy of bytes: bytes read + written per second. */
+  int (*copy_bandwidth)(size_t bytes, int repeats, double *bytes_per_s, char *err, size_t n);
+  /* A register-resident fp32 fma loop over the whole device: FLOP/s. */
+  int (*fma_peak)(double *flops_per_s, char *err, size_t n);
+  /* The device's name. */
+  int (*device_name)(char *name, size_t len);
+};
+
+typedef const struct m3idx_devtools *(*m3idx_devtools_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* M3IDX_DEVTOOLS_H */

@@ -1,0 +1,253 @@
+/*
+ * devtools.hip - the plugin's tools for m3idx's tests and benchmark
+ * (devtools.h): device memory, streams, graphs, and the copy-bandwidth
+ * and fma-peak ceilings.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <stdio.h>
+
+#include "devtools.h"
+#include "gpu-runtime.h"
+
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+typedef cudaGraph_t graph_t;
+typedef cudaGraphExec_t graph_exec_t;
+#define BEGIN_CAPTURE(s) cudaStreamBeginCapture((s), cudaStreamCaptureModeRelaxed)
+#define END_CAPTURE cudaStreamEndCapture
+#define INSTANTIATE(e, g) cudaGraphInstantiate((e), (g), 0)
+#define GRAPH_LAUNCH cudaGraphLaunch
+#define GRAPH_EXEC_DESTROY cudaGraphExecDestroy
+#define GRAPH_DESTROY cudaGraphDestroy
+#else
+typedef hipGraph_t graph_t;
+typedef hipGraphExec_t graph_exec_t;
+#define BEGIN_CAPTURE(s) hipStreamBeginCapture((s), hipStreamCaptureModeRelaxed)
+#define END_CAPTURE hipStreamEndCapture
+#define INSTANTIATE(e, g) hipGraphInstantiate((e), (g), nullptr, nullptr, 0)
+#define GRAPH_LAUNCH hipGraphLaunch
+#define GRAPH_EXEC_DESTROY hipGraphExecDestroy
+#define GRAPH_DESTROY hipGraphDestroy
+#endif
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+static int check(hipError_t e, const char *what, char *err, size_t n) {
+  if (e == hipSuccess)
+    return 0;
+  if (err)
+    snprintf(err, n, "%s: %s", what, hipGetErrorString(e));
+  return -1;
+}
+
+static int dt_alloc(void **p, size_t bytes, char *err, size_t n) {
+  return check(hipMalloc(p, bytes ? bytes : 1), "hipMalloc", err, n);
+}
+static int dt_release(void *p) { return hipFree(p) == hipSuccess ? 0 : -1; }
+static int dt_to_device(void *d, const void *s, size_t b, char *err, size_t n) {
+  if (check(hipMemcpyAsync(d, s, b, hipMemcpyHostToDevice, 0), "copy to device", err, n))
+    return -1;
+  return check(hipStreamSynchronize(0), "hipStreamSynchronize", err, n);
+}
+static int dt_to_host(void *d, const void *s, size_t b, char *err, size_t n) {
+  if (check(hipMemcpyAsync(d, s, b, hipMemcpyDeviceToHost, 0), "copy to host", err, n))
+    return -1;
+  return check(hipStreamSynchronize(0), "hipStreamSynchronize", err, n);
+}
+static int dt_fill(void *p, int byte, size_t b, char *err, size_t n) {
+  if (check(hipMemsetAsync(p, byte, b, 0), "hipMemset", err, n))
+    return -1;
+  return check(hipStreamSynchronize(0), "hipStreamSynchronize", err, n);
+}
+static int dt_stream_create(void **s, char *err, size_t n) {
+  hipStream_t st;
+  if (check(hipStreamCreate(&st), "hipStreamCreate", err, n))
+    return -1;
+  *s = (void *)st;
+  return 0;
+}
+static int dt_stream_destroy(void *s) {
+  return hipStreamDestroy((hipStream_t)s) == hipSuccess ? 0 : -1;
+}
+static int dt_stream_sync(void *s, char *err, size_t n) {
+  return check(hipStreamSynchronize((hipStream_t)s), "hipStreamSynchronize", err, n);
+}
+static int dt_to_device_async(void *d, const void *src, size_t b, void *s, char *err, size_t n) {
+  return check(hipMemcpyAsync(d, src, b, hipMemcpyHostToDevice, (hipStream_t)s), "copy to device",
+               err, n);
+}
+
+struct graph_pair {
+  graph_t graph;
+  graph_exec_t exec;
+};
+
+static int dt_capture_begin(void *s, char *err, size_t n) {
+  return check(BEGIN_CAPTURE((hipStream_t)s), "begin capture", err, n);
+}
+static int dt_capture_end(void *s, void **out, char *err, size_t n) {
+  graph_pair *g = new graph_pair();
+  if (check(END_CAPTURE((hipStream_t)s, &g->graph), "end capture", err, n) ||
+      check(INSTANTIATE(&g->exec, g->graph), "instantiate graph", err, n)) {
+    delete g;
+    return -1;
+  }
+  *out = g;
+  return 0;
+}
+static int dt_graph_launch(void *g, void *s, char *err, size_t n) {
+  return check(GRAPH_LAUNCH(((graph_pair *)g)->exec, (hipStream_t)s), "graph launch", err, n);
+}
+static int dt_graph_destroy(void *gp) {
+  graph_pair *g = (graph_pair *)gp;
+  (void)GRAPH_EXEC_DESTROY(g->exec);
+  (void)GRAPH_DESTROY(g->graph);
+  delete g;
+  return 0;
+}
+
+static int dt_time(void *s, int (*fn)(void *), void *arg, double *sec, char *err, size_t n) {
+  hipEvent_t a, b;
+  hipStream_t st = (hipStream_t)s;
+  if (check(hipEventCreate(&a), "hipEventCreate", err, n))
+    return -1;
+  if (check(hipEventCreate(&b), "hipEventCreate", err, n)) {
+    (void)hipEventDestroy(a);
+    return -1;
+  }
+  int rc = check(hipEventRecord(a, st), "hipEventRecord", err, n);
+  if (rc == 0 && fn(arg) != 0) {
+    if (err)
+      snprintf(err, n, "the timed call failed");
+    rc = -1;
+  }
+  if (rc == 0)
+    rc = check(hipEventRecord(b, st), "hipEventRecord", err, n);
+  if (rc == 0)
+    rc = check(hipEventSynchronize(b), "hipEventSynchronize", err, n);
+  float ms = 0.0f;
+  if (rc == 0)
+    rc = check(hipEventElapsedTime(&ms, a, b), "hipEventElapsedTime", err, n);
+  *sec = 1e-3 * ms;
+  (void)hipEventDestroy(a);
+  (void)hipEventDestroy(b);
+  return rc;
+}
+
+__global__ void copy_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = in[i];
+}
+
+static int dt_copy_bandwidth(size_t bytes, int repeats, double *bps, char *err, size_t n) {
+  void *a = nullptr, *b = nullptr;
+  size_t words = bytes / 16;
+  if (check(hipMalloc(&a, words * 16), "hipMalloc", err, n))
+    return -1;
+  if (check(hipMalloc(&b, words * 16), "hipMalloc", err, n)) {
+    (void)hipFree(a);
+    return -1;
+  }
+  int rc = check(hipMemsetAsync(a, 1, words * 16, 0), "hipMemset", err, n);
+  hipDeviceProp_t p;
+  (void)hipGetDeviceProperties(&p, 0);
+  dim3 grid(p.multiProcessorCount * 8), block(256);
+  double best = 0.0;
+  for (int i = 0; rc == 0 && i <= repeats; i++) {
+    struct arg_t {
+      const uint4 *in;
+      uint4 *out;
+      size_t n;
+      dim3 grid, block;
+    } arg = {(const uint4 *)a, (uint4 *)b, words, grid, block};
+    double sec = 0.0;
+    rc = dt_time(
+        0,
+        [](void *x) -> int {
+          arg_t *t = (arg_t *)x;
+          hipLaunchKernelGGL(copy_kernel, t->grid, t->block, 0, 0, t->in, t->out, t->n);
+          return hipGetLastError() == hipSuccess ? 0 : -1;
+        },
+        &arg, &sec, err, n);
+    if (rc == 0 && i > 0 && sec > 0.0) {
+      double v = 2.0 * (double)(words * 16) / sec;
+      best = v > best ? v : best; /* the ceiling: the best of the repeats */
+    }
+  }
+  (void)hipFree(a);
+  (void)hipFree(b);
+  *bps = best;
+  return rc;
+}
+
+#define FMA_CHAINS 8
+#define FMA_ITERS 4096
+
+__global__ void fma_kernel(float *out, float seed) {
+  float v[FMA_CHAINS];
+#pragma unroll
+  for (int i = 0; i < FMA_CHAINS; i++)
+    v[i] = seed + (float)(threadIdx.x + i);
+  for (int it = 0; it < FMA_ITERS; it++) {
+#pragma unroll
+    for (int i = 0; i < FMA_CHAINS; i++)
+      v[i] = fmaf(v[i], 0.999999f, 1e-7f);
+  }
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < FMA_CHAINS; i++)
+    s += v[i];
+  if (s == 12345.678f)
+    out[threadIdx.x] = s; /* keeps the loop alive */
+}
+
+static int dt_fma_peak(double *flops, char *err, size_t n) {
+  hipDeviceProp_t p;
+  if (check(hipGetDeviceProperties(&p, 0), "hipGetDeviceProperties", err, n))
+    return -1;
+  float *out = nullptr;
+  if (check(hipMalloc((void **)&out, 4096), "hipMalloc", err, n))
+    return -1;
+  dim3 grid(p.multiProcessorCount * 16), block(256);
+  double best = 0.0;
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < 4; i++) {
+    struct arg_t {
+      float *out;
+      dim3 grid, block;
+    } arg = {out, grid, block};
+    double sec = 0.0;
+    rc = dt_time(
+        0,
+        [](void *x) -> int {
+          arg_t *t = (arg_t *)x;
+          hipLaunchKernelGGL(fma_kernel, t->grid, t->block, 0, 0, t->out, 1.0f);
+          return hipGetLastError() == hipSuccess ? 0 : -1;
+        },
+        &arg, &sec, err, n);
+    double f = 2.0 * FMA_CHAINS * (double)FMA_ITERS * grid.x * block.x;
+    if (rc == 0 && i > 0 && sec > 0.0 && f / sec > best)
+      best = f / sec;
+  }
+  (void)hipFree(out);
+  *flops = best;
+  return rc;
+}
+
+static int dt_device_name(char *name, size_t len) {
+  hipDeviceProp_t p;
+  if (hipGetDeviceProperties(&p, 0) != hipSuccess)
+    return -1;
+  snprintf(name, len, "%s", p.name);
+  return 0;
+}
+
+static const struct m3idx_devtools tools = {
+    M3IDX_DEVTOOLS_ABI, dt_alloc, dt_release, dt_to_device, dt_to_host, dt_fill,
+    dt_stream_create, dt_stream_destroy, dt_stream_sync, dt_to_device_async,
+    dt_capture_begin, dt_capture_end, dt_graph_launch, dt_graph_destroy, dt_time,
+    dt_copy_bandwidth, dt_fma_peak, dt_device_name,
+};
+
+EXPORT const struct m3idx_devtools *m3idx_plugin_devtools(void) { return &tools; }

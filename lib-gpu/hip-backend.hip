@@ -1,0 +1,405 @@
+/*
+ * hip-backend.hip - the HIP backend's table: device checks, scratch sized
+ * once at create time, the stages launched on the context's stream, and
+ * staging of host buffers for contexts made with M3IDX_FLAG_HOST_POINTERS.
+ *
+ * With device pointers a call only launches kernels on the stream: nothing
+ * is allocated and nothing waits, so calls can be captured in a graph.
+ * Bad input that lives in device memory is reported by m3idx_synchronize.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kernels.h"
+#include "work-map.h"
+
+#ifndef M3IDX_HIP_ARCHS
+#define M3IDX_HIP_ARCHS ""
+#endif
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+struct hip_state {
+  struct m3idx_backend_config cfg;
+  hipStream_t stream;
+  int host_pointers;
+  int32_t max_width;
+  unsigned *d_err;      /* the device error word */
+  float *d_scores;      /* fused calls without a scores output */
+  int32_t *d_map;       /* decode calls without a work map */
+  int32_t map_capacity;
+  void *stage;          /* host-pointer mode: device copies of the buffers */
+  size_t stage_bytes;
+};
+
+/* Keep the caller's current device: switch for the call, then switch back. */
+struct device_guard {
+  int saved = -1;
+  explicit device_guard(int device) {
+    if (hipGetDevice(&saved) != hipSuccess)
+      saved = -1;
+    if (saved != device)
+      (void)hipSetDevice(device);
+  }
+  ~device_guard() {
+    int now = -1;
+    if (saved >= 0 && hipGetDevice(&now) == hipSuccess && now != saved)
+      (void)hipSetDevice(saved);
+  }
+};
+
+static m3idx_status hip_failed(struct m3idx_errbuf *err, const char *what, hipError_t e) {
+  snprintf(err->msg, sizeof err->msg, "%s: %s", what, hipGetErrorString(e));
+  return M3IDX_ERR_DEVICE;
+}
+
+#define HIP_TRY(call, what)                                                 \
+  do {                                                                      \
+    hipError_t e_ = (call);                                                 \
+    if (e_ != hipSuccess)                                                   \
+      return hip_failed(err, what, e_);                                     \
+  } while (0)
+
+/* The target name of a device ("gfx950", "sm_90"). */
+static void device_arch(const hipDeviceProp_t &p, char *out, size_t n) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  snprintf(out, n, "sm_%d%d", p.major, p.minor);
+#else
+  snprintf(out, n, "%s", p.gcnArchName);
+  char *colon = strchr(out, ':');
+  if (colon)
+    *colon = '\0';
+#endif
+}
+
+static int arch_built(const char *arch) {
+  const char *list = M3IDX_HIP_ARCHS;
+  size_t n = strlen(arch);
+  for (const char *p = list; *p;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == n && strncmp(p, arch, n) == 0)
+      return 1;
+    p += len + (comma ? 1 : 0);
+  }
+  return 0;
+}
+
+/* NULL when `device' can run this plugin, else why not (in buf). */
+static const char *device_problem(int device, char *buf, size_t n) {
+  int count = 0;
+  hipError_t e = hipGetDeviceCount(&count);
+  if (e != hipSuccess || count == 0) {
+    snprintf(buf, n, "no GPU device found (%s)",
+             e != hipSuccess ? hipGetErrorString(e) : "the runtime sees none");
+    return buf;
+  }
+  if (device >= count) {
+    snprintf(buf, n, "device %d does not exist (%d device%s)", device, count,
+             count == 1 ? "" : "s");
+    return buf;
+  }
+  hipDeviceProp_t p;
+  e = hipGetDeviceProperties(&p, device);
+  if (e != hipSuccess) {
+    snprintf(buf, n, "cannot read the properties of device %d (%s)", device,
+             hipGetErrorString(e));
+    return buf;
+  }
+  char arch[64];
+  device_arch(p, arch, sizeof arch);
+  if (!arch_built(arch)) {
+    snprintf(buf, n,
+             "device %d is %s, but the plugin was built for %s (configure --with-hip-arch=%s)",
+             device, arch, M3IDX_HIP_ARCHS, arch);
+    return buf;
+  }
+  return NULL;
+}
+
+static const char *hip_unavailable_reason(void) {
+  static char buf[512];
+  static int done;
+  static const char *why;
+  if (!done) {
+    why = device_problem(0, buf, sizeof buf);
+    done = 1;
+  }
+  return why;
+}
+
+static void hip_destroy(void *state) {
+  hip_state *s = (hip_state *)state;
+  if (s == NULL)
+    return;
+  device_guard g(s->cfg.device);
+  (void)hipFree(s->d_err);
+  (void)hipFree(s->d_scores);
+  (void)hipFree(s->d_map);
+  (void)hipFree(s->stage);
+  free(s);
+}
+
+static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **state,
+                               struct m3idx_errbuf *err) {
+  char why[512];
+  if (device_problem(cfg->device, why, sizeof why) != NULL) {
+    snprintf(err->msg, sizeof err->msg, "%s", why);
+    return M3IDX_ERR_BACKEND_UNAVAILABLE;
+  }
+  device_guard g(cfg->device);
+  hip_state *s = (hip_state *)calloc(1, sizeof *s);
+  if (s == NULL)
+    return M3IDX_ERR_NO_MEMORY;
+  s->cfg = *cfg;
+  s->stream = (hipStream_t)cfg->stream;
+  s->host_pointers = (cfg->flags & M3IDX_FLAG_HOST_POINTERS) != 0;
+  s->max_width = m3idx__blocks_of(cfg->max_model_len);
+  /* The largest map any batch needs: the smallest chunk. */
+  s->map_capacity = (int32_t)((int64_t)cfg->max_reqs * ((s->max_width + 7) / 8));
+  size_t score_bytes =
+      (size_t)cfg->max_heads * (size_t)cfg->max_rows * (size_t)s->max_width * sizeof(float);
+  hipError_t e;
+  if ((e = hipMalloc((void **)&s->d_err, sizeof(unsigned))) != hipSuccess ||
+      (e = hipMalloc((void **)&s->d_scores, score_bytes)) != hipSuccess ||
+      (e = hipMalloc((void **)&s->d_map, (size_t)s->map_capacity * 2 * sizeof(int32_t))) !=
+          hipSuccess ||
+      (e = hipMemsetAsync(s->d_err, 0, sizeof(unsigned), s->stream)) != hipSuccess ||
+      (e = hipStreamSynchronize(s->stream)) != hipSuccess) {
+    snprintf(err->msg, sizeof err->msg,
+             "device scratch for max_heads %d x max_rows %d x %d blocks: %s",
+             (int)cfg->max_heads, (int)cfg->max_rows, (int)s->max_width, hipGetErrorString(e));
+    hip_destroy(s);
+    return M3IDX_ERR_NO_MEMORY;
+  }
+  *state = s;
+  return M3IDX_OK;
+}
+
+/* ---- host-pointer staging ---------------------------------------------- */
+
+struct stage_plan {
+  size_t used = 0;
+  size_t take(size_t bytes) {
+    size_t at = used;
+    used += (bytes + 255) / 256 * 256;
+    return at;
+  }
+};
+
+static size_t query_bytes(const struct m3idx_call *c) {
+  return (size_t)c->num_rows * (size_t)c->num_heads * 128 *
+         (c->query_dtype == M3IDX_DTYPE_BF16 ? 2 : 1);
+}
+
+static size_t score_bytes(const struct m3idx_call *c) {
+  return (size_t)c->num_heads * (size_t)c->num_rows * (size_t)c->score_stride * sizeof(float);
+}
+
+static void device_call(const struct m3idx_call *c, hip_state *s, gpu_call *g) {
+  *g = gpu_call{};
+  g->mode = c->mode;
+  g->num_reqs = c->num_reqs;
+  g->num_heads = c->num_heads;
+  g->num_rows = c->num_rows;
+  g->max_seq_len = c->max_seq_len;
+  g->width = c->width;
+  g->query_len = c->query_len;
+  g->seq_lens = c->seq_lens;
+  g->cu_seqlens_q = c->cu_seqlens_q;
+  g->context_lens = c->context_lens;
+  g->query = c->query;
+  g->dtype = c->query_dtype;
+  g->scale = c->scale;
+  g->pages = c->pages;
+  g->num_pages = c->num_pages;
+  g->block_table = c->block_table;
+  g->bt_stride = c->bt_stride;
+  g->init_blocks = c->init_blocks;
+  g->local_blocks = c->local_blocks;
+  g->scores = c->scores;
+  g->stride = c->score_stride;
+  g->err = s->d_err;
+}
+
+/* Launch the stages of a call whose pointers are all device pointers. */
+static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
+                           const int32_t *map_in, int32_t *map_out, const float *scores_in,
+                           int32_t *topk, struct m3idx_errbuf *err) {
+  hipStream_t st = s->stream;
+  int32_t chunk = m3idx__work_chunk_blocks(c->query_len > 0 ? c->query_len : 1, c->num_heads);
+  switch (c->stage) {
+  case M3IDX_STAGE_WORK_MAP:
+    HIP_TRY(m3idx_gpu_work_map(&g, map_out, c->work_map_capacity, chunk, st), "work map kernel");
+    return M3IDX_OK;
+  case M3IDX_STAGE_PIN:
+    HIP_TRY(m3idx_gpu_pin_topk(&g, g.scores, 1, 1, NULL, st), "pin kernel");
+    return M3IDX_OK;
+  case M3IDX_STAGE_TOPK:
+    HIP_TRY(m3idx_gpu_pin_topk(&g, scores_in, 0, 0, topk, st), "top-k kernel");
+    return M3IDX_OK;
+  case M3IDX_STAGE_SCORE:
+  case M3IDX_STAGE_FUSED:
+    break;
+  }
+  int user_scores = g.scores != NULL;
+  if (!user_scores)
+    g.scores = s->d_scores; /* stride is the width then */
+  if (c->mode == M3IDX_MODE_DECODE) {
+    int cap = c->work_map_capacity;
+    if (map_in == NULL) {
+      /* The context's own map, of a capacity fixed by its limits. */
+      cap = (int32_t)((int64_t)s->cfg.max_reqs * ((s->max_width + chunk - 1) / chunk));
+      HIP_TRY(m3idx_gpu_work_map(&g, s->d_map, cap, chunk, st), "work map kernel");
+      map_in = s->d_map;
+    }
+    HIP_TRY(m3idx_gpu_score_decode(&g, map_in, cap, st), "decode scoring kernel");
+  } else {
+    HIP_TRY(m3idx_gpu_score_prefill(&g, st), "prefill scoring kernel");
+  }
+  if (c->stage == M3IDX_STAGE_FUSED)
+    HIP_TRY(m3idx_gpu_pin_topk(&g, g.scores, 1, user_scores, topk, st), "top-k kernel");
+  return M3IDX_OK;
+}
+
+static m3idx_status error_bits(unsigned bits, struct m3idx_errbuf *err) {
+  snprintf(err->msg, sizeof err->msg, "a kernel found invalid input in device memory:%s%s%s%s%s",
+           bits & M3IDX_GPU_BAD_SEQ_LENS ? " seq_lens (query_len > seq_len or seq_len > max_seq_len);" : "",
+           bits & M3IDX_GPU_BAD_PREFILL ? " cu_seqlens_q/context_lens/seq_lens disagree;" : "",
+           bits & M3IDX_GPU_BAD_PAGE_ID ? " a block_table entry outside [0, num_pages);" : "",
+           bits & M3IDX_GPU_BAD_WORK_MAP ? " a work-map entry not built for this batch;" : "",
+           bits & M3IDX_GPU_MAP_TOO_SMALL ? " work_map_capacity too small;" : "");
+  return M3IDX_ERR_DEVICE_INPUT;
+}
+
+/* Wait for the stream, then report (and clear) the device error word. */
+static m3idx_status hip_synchronize(void *state, struct m3idx_errbuf *err) {
+  hip_state *s = (hip_state *)state;
+  device_guard g(s->cfg.device);
+  unsigned bits = 0;
+  HIP_TRY(hipMemcpyAsync(&bits, s->d_err, sizeof bits, hipMemcpyDeviceToHost, s->stream),
+          "reading the device error word");
+  HIP_TRY(hipStreamSynchronize(s->stream), "hipStreamSynchronize");
+  if (bits == 0)
+    return M3IDX_OK;
+  HIP_TRY(hipMemsetAsync(s->d_err, 0, sizeof(unsigned), s->stream), "clearing the error word");
+  HIP_TRY(hipStreamSynchronize(s->stream), "hipStreamSynchronize");
+  return error_bits(bits, err);
+}
+
+/* Host-pointer mode: copy in, launch, wait, copy out (only on success, so
+ * that a failed call leaves the caller's buffers as they were). */
+static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
+  const int keys = c->stage == M3IDX_STAGE_SCORE || c->stage == M3IDX_STAGE_FUSED;
+  const int prefill = c->mode == M3IDX_MODE_PREFILL;
+  const int scores_io = c->scores != NULL && c->stage != M3IDX_STAGE_TOPK &&
+                        c->stage != M3IDX_STAGE_WORK_MAP;
+  stage_plan plan;
+  size_t o_seq = plan.take((size_t)c->num_reqs * 4);
+  size_t o_cu = prefill ? plan.take((size_t)(c->num_reqs + 1) * 4) : 0;
+  size_t o_ctx = prefill ? plan.take((size_t)c->num_reqs * 4) : 0;
+  size_t o_q = keys ? plan.take(query_bytes(c)) : 0;
+  size_t o_pages = keys ? plan.take((size_t)c->num_pages * M3IDX_PAGE_BYTES) : 0;
+  size_t o_bt = keys ? plan.take((size_t)c->num_reqs * (size_t)c->bt_stride * 4) : 0;
+  size_t o_map = (c->work_map_in || c->work_map_out)
+                     ? plan.take((size_t)c->work_map_capacity * 2 * 4) : 0;
+  size_t o_scores = (scores_io || c->scores_in) ? plan.take(score_bytes(c)) : 0;
+  size_t o_topk = c->topk ? plan.take((size_t)c->num_heads * c->num_rows * M3IDX_TOPK * 4) : 0;
+  if (plan.used > s->stage_bytes) {
+    (void)hipFree(s->stage);
+    s->stage = NULL;
+    s->stage_bytes = 0;
+    hipError_t e = hipMalloc(&s->stage, plan.used);
+    if (e != hipSuccess) {
+      snprintf(err->msg, sizeof err->msg, "staging %zu bytes of host buffers on the device: %s",
+               plan.used, hipGetErrorString(e));
+      return M3IDX_ERR_NO_MEMORY;
+    }
+    s->stage_bytes = plan.used;
+  }
+  char *d = (char *)s->stage;
+  hipStream_t st = s->stream;
+#define H2D(off, src, bytes)                                                           \
+  HIP_TRY(hipMemcpyAsync(d + (off), (src), (bytes), hipMemcpyHostToDevice, st), "copy to device")
+  struct m3idx_call dc = *c;
+  H2D(o_seq, c->seq_lens, (size_t)c->num_reqs * 4);
+  dc.seq_lens = (const int32_t *)(d + o_seq);
+  if (prefill) {
+    H2D(o_cu, c->cu_seqlens_q, (size_t)(c->num_reqs + 1) * 4);
+    H2D(o_ctx, c->context_lens, (size_t)c->num_reqs * 4);
+    dc.cu_seqlens_q = (const int32_t *)(d + o_cu);
+    dc.context_lens = (const int32_t *)(d + o_ctx);
+  }
+  if (keys) {
+    H2D(o_q, c->query, query_bytes(c));
+    H2D(o_pages, c->pages, (size_t)c->num_pages * M3IDX_PAGE_BYTES);
+    H2D(o_bt, c->block_table, (size_t)c->num_reqs * (size_t)c->bt_stride * 4);
+    dc.query = d + o_q;
+    dc.pages = (const uint8_t *)(d + o_pages);
+    dc.block_table = (const int32_t *)(d + o_bt);
+  }
+  if (c->work_map_in) {
+    H2D(o_map, c->work_map_in, (size_t)c->work_map_capacity * 8);
+    dc.work_map_in = (const int32_t *)(d + o_map);
+  }
+  if (c->work_map_out)
+    dc.work_map_out = (int32_t *)(d + o_map);
+  if (scores_io) {
+    H2D(o_scores, c->scores, score_bytes(c)); /* entries it does not write stay */
+    dc.scores = (float *)(d + o_scores);
+  }
+  if (c->scores_in) {
+    H2D(o_scores, c->scores_in, score_bytes(c));
+    dc.scores_in = (const float *)(d + o_scores);
+  }
+  if (c->topk)
+    dc.topk = (int32_t *)(d + o_topk);
+#undef H2D
+  gpu_call g;
+  device_call(&dc, s, &g);
+  m3idx_status rc = launch(s, &dc, g, dc.work_map_in, dc.work_map_out, dc.scores_in, dc.topk, err);
+  if (rc != M3IDX_OK)
+    return rc;
+  rc = hip_synchronize(s, err);
+  if (rc != M3IDX_OK)
+    return rc;
+#define D2H(dst, off, bytes)                                                           \
+  HIP_TRY(hipMemcpyAsync((dst), d + (off), (bytes), hipMemcpyDeviceToHost, st), "copy to host")
+  if (scores_io)
+    D2H(c->scores, o_scores, score_bytes(c));
+  if (c->topk)
+    D2H(c->topk, o_topk, (size_t)c->num_heads * c->num_rows * M3IDX_TOPK * 4);
+  if (c->work_map_out)
+    D2H(c->work_map_out, o_map, (size_t)c->work_map_capacity * 8);
+#undef D2H
+  HIP_TRY(hipStreamSynchronize(st), "hipStreamSynchronize");
+  return M3IDX_OK;
+}
+
+static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3idx_errbuf *err) {
+  hip_state *s = (hip_state *)state;
+  device_guard guard(s->cfg.device);
+  if (s->host_pointers)
+    return run_staged(s, c, err);
+  /* Keys are read 16 bytes at a time. */
+  if (c->pages != NULL && ((uintptr_t)c->pages & 15u) != 0) {
+    snprintf(err->msg, sizeof err->msg,
+             "kcache->pages is %p: the HIP backend needs it 16-byte aligned (hipMalloc gives 256)",
+             (const void *)c->pages);
+    return M3IDX_ERR_INVALID_ARGUMENT;
+  }
+  gpu_call g;
+  device_call(c, s, &g);
+  return launch(s, c, g, c->work_map_in, c->work_map_out, c->scores_in, c->topk, err);
+}
+
+static const struct m3idx_backend_ops hip_ops = {
+    M3IDX_BACKEND_ABI, "hip", hip_unavailable_reason, hip_create, hip_destroy, hip_run,
+    hip_synchronize,
+};
+
+EXPORT const struct m3idx_backend_ops *m3idx_plugin_backend_ops(void) { return &hip_ops; }

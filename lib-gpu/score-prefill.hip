@@ -1,0 +1,67 @@
+/*
+ * score-prefill.hip - ragged prefill scoring with context: a grid of
+ * (block, tile of rows); the rows of a tile that see the block are scored
+ * against its page, request by request (a tile may span requests).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "score-core.h"
+
+#define ROW_TILE 16
+
+__global__ void __launch_bounds__(SCORE_THREADS) score_prefill_kernel(gpu_call c) {
+  __shared__ score_smem sm;
+  __shared__ int s_req[ROW_TILE], s_pos[ROW_TILE];
+  const int b = blockIdx.x, row0 = blockIdx.y * ROW_TILE, t = threadIdx.x;
+  if (t < ROW_TILE) {
+    int row = row0 + t, r = -1, pos = -1;
+    if (row < c.num_rows)
+      pos = row_position(c, row, &r);
+    s_req[t] = r;
+    s_pos[t] = pos;
+  }
+  __syncthreads();
+  int i = 0;
+  while (i < ROW_TILE) {
+    /* The rows of one request that see block b. */
+    if (s_pos[i] < b * 128) {
+      i++;
+      continue;
+    }
+    const int r = s_req[i];
+    const uint8_t *page = page_of(c, r, b);
+    int end = i;
+    while (end < ROW_TILE && s_req[end] == r)
+      end++;
+    if (page != nullptr) {
+      key_regs k;
+      load_key(page, t, k);
+      int n = 0;
+      for (int j = i; j < end; j++) {
+        int pos = s_pos[j];
+        if (pos < b * 128)
+          continue;
+        int nkeys = min(128, pos - b * 128 + 1);
+        for (int h = 0; h < c.num_heads; h++) {
+          if (t == 0)
+            sm.pair[n] = score_pair{row0 + j, h, nkeys};
+          if (++n == SCORE_PAIRS) {
+            score_pairs(c, k, b, n, sm);
+            n = 0;
+          }
+        }
+      }
+      if (n > 0)
+        score_pairs(c, k, b, n, sm);
+    }
+    i = end;
+  }
+}
+
+hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s) {
+  if (c->num_rows == 0)
+    return hipSuccess;
+  dim3 grid(c->width, (c->num_rows + ROW_TILE - 1) / ROW_TILE);
+  hipLaunchKernelGGL(score_prefill_kernel, grid, dim3(SCORE_THREADS), 0, s, *c);
+  return hipGetLastError();
+}

@@ -1,0 +1,364 @@
+/*
+ * check-gpu.c - the HIP backend against the CPU reference, byte for byte
+ * (memcmp on every top-k slot and every causal score, guard bytes around
+ * every output): every call pattern of patterns.c with host pointers,
+ * then device pointers, a captured graph replayed with changing seq_lens,
+ * and bad input in device memory reported by m3idx_synchronize.
+ * Exits 77 (skip) with the reason when no usable GPU is present.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <check.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devtools.h"
+#include "patterns.h"
+#include "results.h"
+
+#define FILL 0xa5
+#define GUARD 256
+
+static const struct m3idx_devtools *dt;
+static char err[512];
+
+#define DT(call) ck_assert_msg((call) == 0, "%s", err)
+
+/* ---- host pointers: every pattern ---------------------------------------- */
+
+static m3idx_context *make_ctx(const struct test_case *tc, m3idx_backend backend, uint32_t flags,
+                               void *stream) {
+  m3idx_options o;
+  m3idx_context *ctx = NULL;
+  case_options(tc, &o);
+  o.backend = backend;
+  o.flags = flags;
+  o.stream = stream;
+  ck_assert_msg(m3idx_context_create(&o, &ctx) == M3IDX_OK, "%s", m3idx_last_error(NULL));
+  return ctx;
+}
+
+static void hip_vs_cpu(struct test_case *tc, void *arg) {
+  (void)arg;
+  char why[512];
+  struct case_results cpu, hip;
+  m3idx_context *c = make_ctx(tc, M3IDX_BACKEND_CPU, 0, NULL);
+  m3idx_context *g = make_ctx(tc, M3IDX_BACKEND_HIP, M3IDX_FLAG_HOST_POINTERS, NULL);
+  ck_assert_msg(results_from_library(c, tc, &cpu, why, sizeof why) == 0, "cpu: %s", why);
+  ck_assert_msg(results_from_library(g, tc, &hip, why, sizeof why) == 0, "hip: %s", why);
+  ck_assert_msg(results_compare(tc, &hip, &cpu, why, sizeof why) == 0, "hip vs cpu: %s", why);
+  results_free(&cpu);
+  results_free(&hip);
+  m3idx_context_destroy(c);
+  m3idx_context_destroy(g);
+  case_free(tc);
+}
+
+START_TEST(pattern_hip_vs_cpu) {
+  int k = _i;
+  for (int p = 0; p < m3idx_npatterns; p++) {
+    if (k < m3idx_patterns[p].variants) {
+      m3idx_patterns[p].make(k, hip_vs_cpu, NULL);
+      return;
+    }
+    k -= m3idx_patterns[p].variants;
+  }
+}
+END_TEST
+
+/* ---- device pointers ---------------------------------------------------- */
+
+/* A device buffer with GUARD bytes of FILL on each side. */
+struct dbuf {
+  unsigned char *raw;
+  void *p;
+  size_t bytes;
+};
+
+static void dbuf_make(struct dbuf *b, const void *host, size_t bytes) {
+  b->bytes = bytes;
+  DT(dt->alloc((void **)&b->raw, bytes + 2 * GUARD, err, sizeof err));
+  DT(dt->fill(b->raw, FILL, bytes + 2 * GUARD, err, sizeof err));
+  b->p = b->raw + GUARD;
+  if (host && bytes)
+    DT(dt->to_device(b->p, host, bytes, err, sizeof err));
+}
+
+/* Copy back; fail if a guard byte changed. */
+static void dbuf_fetch(const struct dbuf *b, void *host, const char *what) {
+  unsigned char *all = malloc(b->bytes + 2 * GUARD);
+  DT(dt->to_host(all, b->raw, b->bytes + 2 * GUARD, err, sizeof err));
+  for (size_t i = 0; i < GUARD; i++)
+    ck_assert_msg(all[i] == FILL && all[GUARD + b->bytes + i] == FILL,
+                  "%s: a write outside the buffer", what);
+  memcpy(host, all + GUARD, b->bytes);
+  free(all);
+}
+
+static void dbuf_free(struct dbuf *b) { dt->release(b->raw); }
+
+struct dev_case {
+  struct dbuf seq, cu, ctx, query, pages, bt, scores, topk, map;
+  m3idx_batch batch;
+  m3idx_query query_d;
+  m3idx_kcache kcache;
+  int64_t stride;
+  int32_t cap;
+};
+
+static void upload(const struct test_case *tc, struct dev_case *d) {
+  const m3idx_batch *b = &tc->batch;
+  size_t R = (size_t)b->num_reqs;
+  memset(d, 0, sizeof *d);
+  d->stride = oracle_width(&tc->oc) + 3;
+  dbuf_make(&d->seq, tc->seq_lens, R * 4);
+  if (b->mode == M3IDX_MODE_PREFILL) {
+    dbuf_make(&d->cu, tc->cu_seqlens_q, (R + 1) * 4);
+    dbuf_make(&d->ctx, tc->context_lens, R * 4);
+  }
+  size_t qbytes = (size_t)b->num_rows * b->num_heads * 128 * (tc->query.dtype == M3IDX_DTYPE_BF16 ? 2 : 1);
+  dbuf_make(&d->query, tc->query_data, qbytes);
+  dbuf_make(&d->pages, tc->pages, (size_t)tc->kcache.num_pages * M3IDX_PAGE_BYTES);
+  dbuf_make(&d->bt, tc->block_table, R * (size_t)tc->kcache.bt_stride * 4);
+  size_t nrow = (size_t)b->num_heads * (size_t)b->num_rows;
+  dbuf_make(&d->scores, NULL, nrow * (size_t)d->stride * 4);
+  dbuf_make(&d->topk, NULL, nrow * M3IDX_TOPK * 4);
+  if (b->mode == M3IDX_MODE_DECODE) {
+    ck_assert_int_eq(m3idx_work_map_capacity(b->num_reqs, (b->max_seq_len + 127) / 128,
+                                             b->query_len, b->num_heads, &d->cap), M3IDX_OK);
+    dbuf_make(&d->map, NULL, (size_t)d->cap * 8);
+  }
+  d->batch = *b;
+  d->batch.seq_lens = d->seq.p;
+  d->batch.cu_seqlens_q = b->mode == M3IDX_MODE_PREFILL ? d->cu.p : NULL;
+  d->batch.context_lens = b->mode == M3IDX_MODE_PREFILL ? d->ctx.p : NULL;
+  d->query_d = tc->query;
+  d->query_d.data = d->query.p;
+  d->kcache = tc->kcache;
+  d->kcache.pages = d->pages.p;
+  d->kcache.block_table = d->bt.p;
+}
+
+static void release(struct dev_case *d) {
+  struct dbuf *all[] = {&d->seq, &d->cu, &d->ctx, &d->query, &d->pages, &d->bt, &d->scores,
+                        &d->topk, &d->map};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i]->raw)
+      dbuf_free(all[i]);
+}
+
+/* Fused call (with a built work map for decode) on device pointers. */
+static m3idx_status fused_on_device(m3idx_context *g, const struct test_case *tc,
+                                    struct dev_case *d) {
+  if (tc->batch.mode == M3IDX_MODE_DECODE) {
+    m3idx_status st = m3idx_work_map_build(g, &d->batch, d->map.p, d->cap);
+    if (st != M3IDX_OK)
+      return st;
+    return m3idx_index_topk_decode(g, &d->batch, &d->query_d, &d->kcache, tc->init_blocks,
+                                   tc->local_blocks, d->map.p, d->cap, d->topk.p, d->scores.p,
+                                   d->stride);
+  }
+  return m3idx_index_topk_prefill(g, &d->batch, &d->query_d, &d->kcache, tc->init_blocks,
+                                  tc->local_blocks, d->topk.p, d->scores.p, d->stride);
+}
+
+static void device_vs_cpu(struct test_case *tc, void *arg) {
+  (void)arg;
+  char why[512];
+  struct case_results cpu, hip;
+  m3idx_context *c = make_ctx(tc, M3IDX_BACKEND_CPU, 0, NULL);
+  ck_assert_msg(results_from_library(c, tc, &cpu, why, sizeof why) == 0, "cpu: %s", why);
+  m3idx_context_destroy(c);
+  void *stream = NULL;
+  DT(dt->stream_create(&stream, err, sizeof err));
+  m3idx_context *g = make_ctx(tc, M3IDX_BACKEND_HIP, 0, stream);
+  struct dev_case d;
+  upload(tc, &d);
+  /* hip results: start from the cpu ones and overwrite what the device gives */
+  memcpy(&hip, &cpu, sizeof hip);
+  size_t nrow = (size_t)tc->batch.num_heads * tc->batch.num_rows;
+  hip.fused_scores = malloc(d.scores.bytes + 1);
+  hip.fused_topk = malloc(d.topk.bytes + 1);
+  ck_assert_msg(fused_on_device(g, tc, &d) == M3IDX_OK, "%s", m3idx_last_error(g));
+  ck_assert_msg(m3idx_synchronize(g) == M3IDX_OK, "%s", m3idx_last_error(g));
+  dbuf_fetch(&d.scores, hip.fused_scores, "fused scores");
+  dbuf_fetch(&d.topk, hip.fused_topk, "fused top-k");
+  ck_assert_int_eq(memcmp(hip.fused_topk, cpu.fused_topk, nrow * M3IDX_TOPK * 4), 0);
+  struct case_results only_fused = cpu;
+  only_fused.fused_scores = hip.fused_scores;
+  only_fused.fused_topk = hip.fused_topk;
+  ck_assert_msg(results_compare(tc, &only_fused, &cpu, why, sizeof why) == 0,
+                "device pointers vs cpu: %s", why);
+  free(hip.fused_scores);
+  free(hip.fused_topk);
+  release(&d);
+  m3idx_context_destroy(g);
+  dt->stream_destroy(stream);
+  results_free(&cpu);
+  case_free(tc);
+}
+
+START_TEST(device_pointers) {
+  /* A few patterns, each case through device buffers. */
+  static const char *names[] = {"decode_query_lens", "prefill_context", "special_values",
+                                "forced_blocks", "large"};
+  for (int p = 0; p < m3idx_npatterns; p++)
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
+      if (!strcmp(m3idx_patterns[p].name, names[n]))
+        m3idx_patterns[p].make(_i % m3idx_patterns[p].variants, device_vs_cpu, NULL);
+}
+END_TEST
+
+/* ---- a captured graph, replayed while seq_lens grow ---------------------- */
+
+START_TEST(graph_replay) {
+  enum { REQS = 6, STEPS = 5, QLEN = 2, H = 2 };
+  int32_t final_lens[REQS] = {3000, 130, 70000, 2048, 5, 16384};
+  struct test_case *tc = case_decode(12000u, FLAVOR_PLAIN, H, QLEN, M3IDX_DTYPE_BF16, REQS,
+                                     final_lens);
+  void *stream = NULL;
+  DT(dt->stream_create(&stream, err, sizeof err));
+  m3idx_context *g = make_ctx(tc, M3IDX_BACKEND_HIP, 0, stream);
+  m3idx_context *c = make_ctx(tc, M3IDX_BACKEND_CPU, 0, NULL);
+  struct dev_case d;
+  upload(tc, &d);
+  /* The graph: rebuild the map from seq_lens, then the fused call. */
+  DT(dt->capture_begin(stream, err, sizeof err));
+  ck_assert_int_eq(fused_on_device(g, tc, &d), M3IDX_OK);
+  void *graph = NULL;
+  DT(dt->capture_end(stream, &graph, err, sizeof err));
+  size_t nrow = (size_t)H * REQS * QLEN;
+  int32_t *want = malloc(nrow * M3IDX_TOPK * 4), *got = malloc(d.topk.bytes);
+  float *sw = malloc(d.scores.bytes), *sg = malloc(d.scores.bytes);
+  for (int step = 0; step < STEPS; step++) {
+    int32_t lens[REQS];
+    for (int r = 0; r < REQS; r++) /* each step a few tokens later */
+      lens[r] = final_lens[r] - (STEPS - 1 - step) * (r + 1) < QLEN
+                    ? QLEN
+                    : final_lens[r] - (STEPS - 1 - step) * (r + 1);
+    memcpy(tc->seq_lens, lens, sizeof lens);
+    DT(dt->to_device(d.seq.p, lens, sizeof lens, err, sizeof err));
+    DT(dt->graph_launch(graph, stream, err, sizeof err));
+    ck_assert_msg(m3idx_synchronize(g) == M3IDX_OK, "%s", m3idx_last_error(g));
+    dbuf_fetch(&d.topk, got, "graph top-k");
+    dbuf_fetch(&d.scores, sg, "graph scores");
+    memcpy(sw, sg, d.scores.bytes);
+    ck_assert_int_eq(m3idx_index_topk_decode(c, &tc->batch, &tc->query, &tc->kcache,
+                                             tc->init_blocks, tc->local_blocks, NULL, 0, want,
+                                             sw, d.stride), M3IDX_OK);
+    ck_assert_msg(memcmp(got, want, nrow * M3IDX_TOPK * 4) == 0, "step %d: top-k differ", step);
+    ck_assert_msg(memcmp(sg, sw, d.scores.bytes) == 0, "step %d: scores differ", step);
+  }
+  free(want);
+  free(got);
+  free(sw);
+  free(sg);
+  dt->graph_destroy(graph);
+  release(&d);
+  m3idx_context_destroy(g);
+  m3idx_context_destroy(c);
+  dt->stream_destroy(stream);
+  case_free(tc);
+}
+END_TEST
+
+/* ---- bad input in device memory ----------------------------------------- */
+
+START_TEST(device_bad_input) {
+  int32_t lens[3] = {300, 1000, 129};
+  struct test_case *tc = case_decode(13000u, FLAVOR_PLAIN, 1, 1, M3IDX_DTYPE_BF16, 3, lens);
+  m3idx_context *g = make_ctx(tc, M3IDX_BACKEND_HIP, 0, NULL);
+  struct dev_case d;
+  upload(tc, &d);
+  /* A page id past the end in a causal block. */
+  int32_t bad = tc->kcache.num_pages + 5;
+  DT(dt->to_device((int32_t *)d.bt.p + tc->kcache.bt_stride + 3, &bad, 4, err, sizeof err));
+  ck_assert_int_eq(fused_on_device(g, tc, &d), M3IDX_OK);
+  ck_assert_int_eq(m3idx_synchronize(g), M3IDX_ERR_DEVICE_INPUT);
+  ck_assert_ptr_nonnull(strstr(m3idx_last_error(g), "block_table"));
+  ck_assert_int_eq(m3idx_synchronize(g), M3IDX_OK); /* reported once */
+  /* query_len > seq_len. */
+  int32_t one = 0;
+  DT(dt->to_device(d.seq.p, &one, 4, err, sizeof err));
+  ck_assert_int_eq(m3idx_work_map_build(g, &d.batch, d.map.p, d.cap), M3IDX_OK);
+  ck_assert_int_eq(m3idx_synchronize(g), M3IDX_ERR_DEVICE_INPUT);
+  ck_assert_ptr_nonnull(strstr(m3idx_last_error(g), "seq_lens"));
+  /* A work map too small for the batch. */
+  DT(dt->to_device(d.seq.p, lens, sizeof lens, err, sizeof err));
+  ck_assert_int_eq(m3idx_work_map_build(g, &d.batch, d.map.p, 1), M3IDX_OK);
+  ck_assert_int_eq(m3idx_synchronize(g), M3IDX_ERR_DEVICE_INPUT);
+  ck_assert_ptr_nonnull(strstr(m3idx_last_error(g), "capacity"));
+  /* A stale work map entry (a request that does not exist). */
+  int32_t entry[2] = {7, 1 << 24};
+  ck_assert_int_eq(m3idx_work_map_build(g, &d.batch, d.map.p, d.cap), M3IDX_OK);
+  DT(dt->to_device(d.map.p, entry, sizeof entry, err, sizeof err));
+  ck_assert_int_eq(m3idx_score_decode(g, &d.batch, &d.query_d, &d.kcache, d.map.p, d.cap,
+                                      d.scores.p, d.stride), M3IDX_OK);
+  ck_assert_int_eq(m3idx_synchronize(g), M3IDX_ERR_DEVICE_INPUT);
+  ck_assert_ptr_nonnull(strstr(m3idx_last_error(g), "work-map"));
+  /* Still usable afterwards. */
+  ck_assert_int_eq(fused_on_device(g, tc, &d), M3IDX_OK);
+  ck_assert_int_eq(m3idx_synchronize(g), M3IDX_ERR_DEVICE_INPUT); /* the bad page id is still there */
+  release(&d);
+  m3idx_context_destroy(g);
+  case_free(tc);
+}
+END_TEST
+
+START_TEST(backend_reports) {
+  ck_assert_ptr_null(m3idx_backend_unavailable_reason(M3IDX_BACKEND_HIP));
+  m3idx_options o;
+  m3idx_context *ctx;
+  m3idx_options_init(&o);
+  ck_assert_int_eq(m3idx_context_create(&o, &ctx), M3IDX_OK);
+  ck_assert_int_eq(m3idx_context_backend(ctx), M3IDX_BACKEND_HIP); /* AUTO prefers the GPU */
+  m3idx_context_destroy(ctx);
+  o.device = 4096;
+  o.backend = M3IDX_BACKEND_HIP;
+  ck_assert_int_eq(m3idx_context_create(&o, &ctx), M3IDX_ERR_BACKEND_UNAVAILABLE);
+  ck_assert_ptr_nonnull(strstr(m3idx_last_error(NULL), "device 4096"));
+  char name[256];
+  ck_assert_int_eq(dt->device_name(name, sizeof name), 0);
+  printf("check-gpu: device %s\n", name);
+}
+END_TEST
+
+int main(void) {
+  const char *why = m3idx_backend_unavailable_reason(M3IDX_BACKEND_HIP);
+  if (why != NULL) {
+    printf("SKIP: the HIP backend is unavailable: %s\n", why);
+    return 77;
+  }
+  const char *dir = getenv("M3IDX_PLUGIN_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/m3idx-hip.so", dir ? dir : ".");
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  m3idx_devtools_entry_fn entry = NULL;
+  void *sym = h ? dlsym(h, M3IDX_DEVTOOLS_ENTRY) : NULL;
+  memcpy(&entry, &sym, sizeof entry);
+  dt = entry ? entry() : NULL;
+  if (dt == NULL || dt->abi != M3IDX_DEVTOOLS_ABI) {
+    printf("FAIL: cannot load the plugin's devtools from %s\n", path);
+    return 1;
+  }
+  Suite *s = suite_create("gpu");
+  TCase *t = tcase_create("hip vs cpu");
+  int total = 0;
+  for (int p = 0; p < m3idx_npatterns; p++)
+    total += m3idx_patterns[p].variants;
+  tcase_set_timeout(t, 1200);
+  tcase_add_test(t, backend_reports);
+  tcase_add_loop_test(t, pattern_hip_vs_cpu, 0, total);
+  tcase_add_loop_test(t, device_pointers, 0, 2);
+  tcase_add_test(t, graph_replay);
+  tcase_add_test(t, device_bad_input);
+  suite_add_tcase(s, t);
+  SRunner *sr = srunner_create(s);
+  srunner_set_fork_status(sr, CK_NOFORK); /* HIP breaks in a forked child */
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
