@@ -52,7 +52,10 @@ M3IDX_DEV void score_pairs(const gpu_call &c, const key_regs &k, int b, int n, s
   }
   if (t < n) {
     const score_pair &pr = sm.pair[t];
-    c.scores[((long long)pr.head * c.num_rows + pr.row) * c.stride + b] = clamp_score(sm.red[t][0]);
+    float v = sm.red[t][0];
+    if (v != v)
+      v = nan_f(); /* all-NaN block: the one quiet NaN, 0x7fc00000, on every backend */
+    c.scores[((long long)pr.head * c.num_rows + pr.row) * c.stride + b] = clamp_score(v);
   }
   __syncthreads();
 }
