@@ -52,10 +52,13 @@ M3IDX_DEV void score_pairs(const gpu_call &c, const key_regs &k, int b, int n, s
   }
   if (t < n) {
     const score_pair &pr = sm.pair[t];
-    float v = sm.red[t][0];
-    if (v != v)
-      v = nan_f(); /* all-NaN block: the one quiet NaN, 0x7fc00000, on every backend */
-    c.scores[((long long)pr.head * c.num_rows + pr.row) * c.stride + b] = clamp_score(v);
+    /* An all-NaN block scores the one quiet NaN 0x7fc00000 on every
+       backend.  Done on the integer bits: LLVM treats NaN payloads as
+       unspecified and may fold a floating-point `v != v ? NaN : v'. */
+    uint32_t u = f_bits(clamp_score(sm.red[t][0]));
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+      u = 0x7fc00000u;
+    ((uint32_t *)c.scores)[((long long)pr.head * c.num_rows + pr.row) * c.stride + b] = u;
   }
   __syncthreads();
 }
