@@ -9,9 +9,14 @@
 #include "cpu.h"
 #include "formats.h"
 
+/* On the bits: positive floats order like their bits; NaN (with its
+ * payload) and negative values pass unchanged, whatever the compiler
+ * makes of float selects. */
 float m3idx__cpu_clamp(float score) {
-  const float cap = m3idx__bits_to_float(M3IDX_SCORE_CLAMP_BITS);
-  return score > cap ? cap : score; /* NaN stays NaN */
+  uint32_t u = m3idx__float_to_bits(score);
+  if (u > M3IDX_SCORE_CLAMP_BITS && u <= 0x7f800000u)
+    u = M3IDX_SCORE_CLAMP_BITS;
+  return m3idx__bits_to_float(u);
 }
 
 void m3idx__cpu_pin_row(float *row, int32_t n, int32_t init_blocks,

@@ -105,9 +105,14 @@ M3IDX_DEV float max_ignoring_nan(float a, float b) {
   return b > a ? b : a;
 }
 
+/* SPEC section 6's clamp, on the bits: positive floats order like their
+ * bits, and NaN (any payload) and negative values pass unchanged.  A float
+ * select would let the compiler turn it into a min that rewrites NaNs. */
 M3IDX_DEV float clamp_score(float x) {
-  const float cap = bits_f(0x6fa18f07u);
-  return x > cap ? cap : x;
+  uint32_t u = f_bits(x);
+  if (u > 0x6fa18f07u && u <= 0x7f800000u)
+    u = 0x6fa18f07u;
+  return bits_f(u);
 }
 
 /* Position of a row; -1 (and a bit in *err) when its request's lengths
