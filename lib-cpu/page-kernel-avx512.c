@@ -22,16 +22,21 @@
 #include "formats.h"
 
 #define TARGET __attribute__((target("avx512f")))
+#define INLINE __attribute__((always_inline)) inline
+/* Every fixed loop below is unrolled, so that the sums stay in registers. */
+#define UNROLL _Pragma("GCC unroll 32")
 #define TILE 32
 
 /* Transpose 16 rows of 16 dwords in place: afterwards x[c] holds dword c
  * of rows 0..15 (row k in lane k). */
-TARGET static inline void transpose16(__m512i x[16]) {
+TARGET static INLINE void transpose16(__m512i x[16]) {
   __m512i a[16], b[16];
+  UNROLL
   for (int i = 0; i < 8; i++) {
     a[2 * i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
     a[2 * i + 1] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
   }
+  UNROLL
   for (int i = 0; i < 4; i++) {
     b[4 * i + 0] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
     b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
@@ -39,6 +44,7 @@ TARGET static inline void transpose16(__m512i x[16]) {
     b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
   }
   /* b[4i + m], 128-bit lane L: column 4L + m of rows 4i..4i+3. */
+  UNROLL
   for (int m = 0; m < 4; m++) {
     __m512i lo01 = _mm512_shuffle_i32x4(b[m], b[4 + m], 0x44);
     __m512i hi01 = _mm512_shuffle_i32x4(b[m], b[4 + m], 0xee);
@@ -52,23 +58,27 @@ TARGET static inline void transpose16(__m512i x[16]) {
 }
 
 /* Decode keys [t0, t0 + 16) into kt[d][half*16 ..] and sc[g][half*16 ..]. */
-TARGET static void decode16(const uint8_t *page, int t0, int half,
+TARGET static INLINE void decode16(const uint8_t *page, int t0, int half,
                             float (*kt)[TILE], float (*sc)[TILE]) {
   static const uint32_t e2m1_bits[16] = M3IDX__E2M1_BITS_INIT;
   const __m512 lut = _mm512_castsi512_ps(_mm512_loadu_si512(e2m1_bits));
   __m512i x[16];
+  UNROLL
   for (int k = 0; k < 16; k++)
     x[k] = _mm512_loadu_si512(page + 64 * (t0 + k));
   transpose16(x);
   /* Dword c of a key holds elements 8c..8c+7, element 8c+m in bits 4m..4m+3;
      vpermps reads only the low 4 bits of each index. */
+  UNROLL
   for (int c = 0; c < 16; c++)
+    UNROLL
     for (int m = 0; m < 8; m++) {
       __m512i idx = _mm512_srli_epi32(x[c], 4 * m);
       _mm512_store_ps(&kt[8 * c + m][16 * half], _mm512_permutexvar_ps(idx, lut));
     }
   __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 4 * t0);
   const __m512i ff = _mm512_set1_epi32(0xff);
+  UNROLL
   for (int g = 0; g < 4; g++) {
     __m512i e = _mm512_and_si512(_mm512_srli_epi32(s, 8 * g), ff);
     __m512i f = _mm512_slli_epi32(e, 23);
@@ -81,23 +91,28 @@ TARGET static void decode16(const uint8_t *page, int t0, int half,
 }
 
 /* Logits of one row against the 32 keys of the tile. */
-TARGET static inline void row_logits(const float *q, int unfused,
+TARGET static INLINE void row_logits(const float *q, int unfused,
                                      float (*kt)[TILE], float (*sc)[TILE],
                                      __m512 scale, __m512 *l0, __m512 *l1) {
   __m512 a0[4], a1[4];
+  UNROLL
   for (int g = 0; g < 4; g++) {
     a0[g] = _mm512_setzero_ps();
     a1[g] = _mm512_setzero_ps();
   }
   if (!unfused) {
+    UNROLL
     for (int j = 0; j < 32; j++)
+      UNROLL
       for (int g = 0; g < 4; g++) {
         __m512 qb = _mm512_set1_ps(q[32 * g + j]);
         a0[g] = _mm512_fmadd_ps(qb, _mm512_load_ps(&kt[32 * g + j][0]), a0[g]);
         a1[g] = _mm512_fmadd_ps(qb, _mm512_load_ps(&kt[32 * g + j][16]), a1[g]);
       }
   } else {
+    UNROLL
     for (int j = 0; j < 32; j++)
+      UNROLL
       for (int g = 0; g < 4; g++) {
         __m512 qb = _mm512_set1_ps(q[32 * g + j]);
         a0[g] = _mm512_add_ps(a0[g], _mm512_mul_ps(qb, _mm512_load_ps(&kt[32 * g + j][0])));
@@ -105,6 +120,7 @@ TARGET static inline void row_logits(const float *q, int unfused,
       }
   }
   __m512 s0[4], s1[4];
+  UNROLL
   for (int g = 0; g < 4; g++) {
     s0[g] = _mm512_mul_ps(a0[g], _mm512_load_ps(&sc[g][0]));
     s1[g] = _mm512_mul_ps(a1[g], _mm512_load_ps(&sc[g][16]));
@@ -117,6 +133,71 @@ TARGET static inline void row_logits(const float *q, int unfused,
   const __m512 zero = _mm512_setzero_ps();
   *l0 = _mm512_mask_mov_ps(d0, _mm512_cmp_ps_mask(d0, zero, _CMP_EQ_OQ), zero);
   *l1 = _mm512_mask_mov_ps(d1, _mm512_cmp_ps_mask(d1, zero, _CMP_EQ_OQ), zero);
+}
+
+/* The e8m0 scales of 16 keys as fp32, group g. */
+TARGET static INLINE __m512 scales16(const uint8_t *page, int t0, int g) {
+  const __m512i ff = _mm512_set1_epi32(0xff);
+  __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 4 * t0);
+  __m512i e = _mm512_and_si512(_mm512_srli_epi32(s, 8 * g), ff);
+  __m512i f = _mm512_slli_epi32(e, 23);
+  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                            _mm512_set1_epi32(0x00400000));
+  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, ff), _mm512_set1_epi32(0x7fc00000));
+  return _mm512_castsi512_ps(f);
+}
+
+/* Steps 3-5 of SPEC section 4 on 16 keys' four group sums. */
+TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a[4], __m512 scale) {
+  __m512 sg[4];
+  UNROLL
+  for (int g = 0; g < 4; g++)
+    sg[g] = _mm512_mul_ps(a[g], scales16(page, t0, g));
+  __m512 d = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(sg[0], sg[1]), _mm512_add_ps(sg[2], sg[3])),
+                           scale);
+  const __m512 zero = _mm512_setzero_ps();
+  return _mm512_mask_mov_ps(d, _mm512_cmp_ps_mask(d, zero, _CMP_EQ_OQ), zero);
+}
+
+/* One row against 32 keys straight from the page, without the fp32 tile:
+ * the path when a page has a single row (decode, one head).  Eight sums
+ * (4 groups x 2 halves) run interleaved, element order kept in each. */
+TARGET static INLINE void direct32_logits(const uint8_t *page, int t0, const float *q,
+                                          int unfused, __m512 scale, __m512 *l0, __m512 *l1) {
+  static const uint32_t e2m1_bits[16] = M3IDX__E2M1_BITS_INIT;
+  const __m512 lut = _mm512_castsi512_ps(_mm512_loadu_si512(e2m1_bits));
+  _Alignas(64) __m512i x0[16], x1[16];
+  UNROLL
+  for (int k = 0; k < 16; k++) {
+    x0[k] = _mm512_loadu_si512(page + 64 * (t0 + k));
+    x1[k] = _mm512_loadu_si512(page + 64 * (t0 + 16 + k));
+  }
+  transpose16(x0);
+  transpose16(x1);
+  __m512 a0[4], a1[4];
+  UNROLL
+  for (int g = 0; g < 4; g++) {
+    a0[g] = _mm512_setzero_ps();
+    a1[g] = _mm512_setzero_ps();
+  }
+  UNROLL
+  for (int j = 0; j < 32; j++) {
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+      __m512 qb = _mm512_set1_ps(q[32 * g + j]);
+      __m512 k0 = _mm512_permutexvar_ps(_mm512_srli_epi32(x0[4 * g + j / 8], 4 * (j % 8)), lut);
+      __m512 k1 = _mm512_permutexvar_ps(_mm512_srli_epi32(x1[4 * g + j / 8], 4 * (j % 8)), lut);
+      if (!unfused) {
+        a0[g] = _mm512_fmadd_ps(qb, k0, a0[g]);
+        a1[g] = _mm512_fmadd_ps(qb, k1, a1[g]);
+      } else {
+        a0[g] = _mm512_add_ps(a0[g], _mm512_mul_ps(qb, k0));
+        a1[g] = _mm512_add_ps(a1[g], _mm512_mul_ps(qb, k1));
+      }
+    }
+  }
+  *l0 = finish16(page, t0, a0, scale);
+  *l1 = finish16(page, t0 + 16, a1, scale);
 }
 
 static inline __mmask16 first_lanes(int n) {
@@ -139,7 +220,34 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page,
   }
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+  if (nrows == 1) {
+    for (int t0 = 0; t0 < kmax; t0 += TILE) {
+      /* A tile ahead: the page is read once, as a stream. */
+      if (t0 + TILE < kmax)
+        for (int k = 0; k < TILE; k++)
+          _mm_prefetch((const char *)page + 64 * (t0 + TILE + k), _MM_HINT_T0);
+      __m512 l0, l1;
+      if (rows[0].unfused)
+        direct32_logits(page, t0, rows[0].q, 1, vscale, &l0, &l1);
+      else
+        direct32_logits(page, t0, rows[0].q, 0, vscale, &l0, &l1);
+      __mmask16 ok0 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0), l0, l0, _CMP_ORD_Q);
+      __mmask16 ok1 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0 - 16), l1, l1, _CMP_ORD_Q);
+      if ((ok0 | ok1) == 0)
+        continue;
+      float tile_max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_mask_mov_ps(ninf, ok0, l0),
+                                                          _mm512_mask_mov_ps(ninf, ok1, l1)));
+      if (!any[0] || tile_max > best[0])
+        best[0] = tile_max;
+      any[0] = 1;
+    }
+    *rows[0].out = m3idx__cpu_clamp(any[0] ? best[0] : m3idx__bits_to_float(0x7fc00000u));
+    return;
+  }
   for (int t0 = 0; t0 < kmax; t0 += TILE) {
+    if (t0 + TILE < kmax)
+      for (int k = 0; k < TILE; k++)
+        _mm_prefetch((const char *)page + 64 * (t0 + TILE + k), _MM_HINT_T0);
     /* Both halves, always: keys past kmax are masked out below. */
     decode16(page, t0, 0, kt, sc);
     decode16(page, t0 + 16, 1, kt, sc);

@@ -93,6 +93,12 @@ static void decode_item(const struct m3idx_cpu_state *s,
   struct row_batch rb = {.n = 0, .kernel = s->kernel, .scale = c->scale};
   for (int32_t b = b0; b < b0 + count; b++) {
     rb.page = page_of(c, r, b);
+    if (b + 1 < b0 + count) { /* the start of the next page, while this one is scored */
+      const uint8_t *next = page_of(c, r, b + 1);
+      for (int i = 0; i < 2048; i += 64)
+        __builtin_prefetch(next + i);
+      __builtin_prefetch(next + M3IDX_PAGE_DATA_BYTES);
+    }
     for (int32_t j = 0; j < qlen; j++) {
       int32_t row = r * qlen + j;
       int32_t pos = c->seq_lens[r] - qlen + j;

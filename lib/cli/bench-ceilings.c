@@ -1,0 +1,142 @@
+/*
+ * bench-ceilings.c - the CPU's own ceilings, measured in the bench's run:
+ * a STREAM-style read of a buffer larger than the last-level cache, and a
+ * register-resident fp32 FMA loop on every thread.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <config.h>
+
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "bench.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p, size_t n) {
+  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+  for (size_t i = 0; i + 256 <= n; i += 256) {
+    a = _mm512_add_epi64(a, _mm512_load_si512((const void *)(p + i)));
+    b = _mm512_add_epi64(b, _mm512_load_si512((const void *)(p + i + 64)));
+    c = _mm512_add_epi64(c, _mm512_load_si512((const void *)(p + i + 128)));
+    d = _mm512_add_epi64(d, _mm512_load_si512((const void *)(p + i + 192)));
+  }
+  a = _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d));
+  return (uint64_t)_mm512_reduce_add_epi64(a);
+}
+#endif
+
+static uint64_t read_plain(const uint8_t *p, size_t n) {
+  const uint64_t *w = (const uint64_t *)p;
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  for (size_t i = 0; i + 4 <= n / 8; i += 4) {
+    a += w[i];
+    b += w[i + 1];
+    c += w[i + 2];
+    d += w[i + 3];
+  }
+  return a + b + c + d;
+}
+
+static int have_avx512(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+#else
+  return 0;
+#endif
+}
+
+volatile uint64_t bench_sink;
+
+double bench_cpu_read_bandwidth(int threads, size_t bytes, int repeats) {
+  uint8_t *buf = bench_alloc_cache(bytes); /* as the page cache is allocated */
+  if (buf == NULL)
+    return 0.0;
+  int simd = have_avx512();
+  size_t chunk = bytes / (size_t)(threads > 0 ? threads : 1) / 256 * 256;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; t++)
+    memset(buf + (size_t)t * chunk, t + 1, chunk); /* first touch by the reader */
+  double *times = malloc(sizeof(double) * (size_t)repeats);
+  for (int r = 0; r <= repeats; r++) {
+    double t0 = bench_now();
+    uint64_t total = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
+    for (int t = 0; t < threads; t++) {
+      const uint8_t *p = buf + (size_t)t * chunk;
+#if defined(__x86_64__) && defined(__GNUC__)
+      total += simd ? read_avx512(p, chunk) : read_plain(p, chunk);
+#else
+      total += read_plain(p, chunk);
+#endif
+    }
+    bench_sink += total;
+    if (r > 0)
+      times[r - 1] = bench_now() - t0;
+  }
+  double med = bench_median(times, repeats);
+  free(times);
+  free(buf);
+  return (double)(chunk * (size_t)threads) / med;
+}
+
+#define CHAINS 16
+#define ITERS 20000000
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static float fma_avx512(float seed) {
+  __m512 v[CHAINS];
+  const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+  for (int i = 0; i < CHAINS; i++)
+    v[i] = _mm512_set1_ps(seed + (float)i);
+  for (long it = 0; it < ITERS; it++)
+    _Pragma("GCC unroll 16") for (int i = 0; i < CHAINS; i++) /* registers, not memory */
+      v[i] = _mm512_fmadd_ps(v[i], m, a);
+  __m512 s = v[0];
+  for (int i = 1; i < CHAINS; i++)
+    s = _mm512_add_ps(s, v[i]);
+  return _mm512_reduce_add_ps(s);
+}
+#endif
+
+static float fma_plain(float seed) {
+  float v[CHAINS];
+  for (int i = 0; i < CHAINS; i++)
+    v[i] = seed + (float)i;
+  for (long it = 0; it < ITERS / 4; it++)
+    _Pragma("GCC unroll 16") for (int i = 0; i < CHAINS; i++)
+      v[i] = v[i] * 0.999999f + 1e-7f;
+  float s = 0.0f;
+  for (int i = 0; i < CHAINS; i++)
+    s += v[i];
+  return s;
+}
+
+double bench_cpu_fma_peak(int threads) {
+  int simd = have_avx512();
+  double times[3];
+  for (int r = 0; r < 4; r++) {
+    double t0 = bench_now();
+    float total = 0.0f;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
+    for (int t = 0; t < threads; t++) {
+#if defined(__x86_64__) && defined(__GNUC__)
+      total += simd ? fma_avx512((float)t) : fma_plain((float)t);
+#else
+      total += fma_plain((float)t);
+#endif
+    }
+    bench_sink += (uint64_t)total;
+    if (r > 0)
+      times[r - 1] = bench_now() - t0;
+  }
+  double lanes = simd ? 16.0 : 1.0, iters = simd ? ITERS : ITERS / 4;
+  return 2.0 * CHAINS * lanes * iters * threads / bench_median(times, 3);
+}
