@@ -1,8 +1,19 @@
 /*
- * score-core.h - one page against a batch of (row, head) pairs: the part
- * of scoring that decode and prefill share.  128 threads, thread t owns
- * key slot t; the block maximum is a shared-memory tree (order-free, and
- * independent of the warp width).
+ * score-core.h - one page against (row, head) pairs: the part of scoring
+ * that decode and prefill share.
+ *
+ * A block of SCORE_THREADS threads scores a page.  Four consecutive lanes
+ * (a team) own one key, lane g of the team its scale group g: it loads the
+ * group's 16 bytes (so a warp's loads are contiguous) and sums its 32
+ * products in element order, as SPEC section 4 fixes; the team then adds
+ * the four scaled sums as (s0 + s1) + (s2 + s3) through butterflies of
+ * distance 1 and 2 (IEEE addition commutes, so every lane of the team gets
+ * the same bits).  Nothing depends on the warp width: teams of 4 divide
+ * any warp, and the block maximum is order-free.
+ *
+ * e2m1 pairs are decoded through a shared table of byte -> (low, high)
+ * float pairs, replicated over 16 columns so that the lanes of a half-warp
+ * never share a bank.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -12,55 +23,147 @@
 #include "device-math.h"
 
 #define SCORE_THREADS 128
-#define SCORE_PAIRS 8
+#define KEYS_PER_THREAD 4 /* 128 keys x 4 groups / 128 threads */
+#define CHUNK_PAIRS 1     /* (row, head) pairs whose queries live in registers at once */
+#define MAX_WARPS (SCORE_THREADS / 32)
 
 struct score_pair {
   int row, head, nkeys; /* nkeys: causal keys of this block for the row, 1..128 */
 };
 
 struct score_smem {
-  float q[SCORE_PAIRS][128];
-  float red[SCORE_PAIRS][SCORE_THREADS];
-  int unfused[SCORE_PAIRS];
-  score_pair pair[SCORE_PAIRS];
+  float2 lut[256][16];           /* byte -> e2m1 of its low and high nibble */
+  float red[MAX_WARPS][CHUNK_PAIRS];
 };
 
-/* Score block b (its key already in k) for sm.pair[0..n).  Every thread
- * calls this with the same n; it begins and ends with a barrier. */
-M3IDX_DEV void score_pairs(const gpu_call &c, const key_regs &k, int b, int n, score_smem &sm) {
-  const int t = threadIdx.x;
-  if (t < SCORE_PAIRS)
-    sm.unfused[t] = 0;
-  __syncthreads();
-  for (int i = t; i < n * 128; i += SCORE_THREADS) {
-    int p = i / 128, d = i % 128;
-    long long qi = ((long long)sm.pair[p].row * c.num_heads + sm.pair[p].head) * 128 + d;
-    float v = query_f(c.query, c.dtype, qi);
-    sm.q[p][d] = v;
-    if (v > 0x1p125f || v < -0x1p125f)
-      atomicOr(&sm.unfused[p], 1);
+M3IDX_DEV void fill_lut(score_smem &sm) {
+  for (int i = threadIdx.x; i < 256 * 16; i += SCORE_THREADS) {
+    int byte = i / 16;
+    sm.lut[byte][i % 16] = make_float2(e2m1_f((uint32_t)byte & 15u), e2m1_f((uint32_t)byte >> 4));
   }
+}
+
+/* What a thread holds of a page: its group's 16 bytes of 4 keys, and their scales. */
+struct page_regs {
+  uint4 d[KEYS_PER_THREAD];
+  float sc[KEYS_PER_THREAD];
+};
+
+M3IDX_DEV void load_page(const uint8_t *page, page_regs &pr) {
+  const int t = threadIdx.x, g = t & 3;
+#pragma unroll
+  for (int i = 0; i < KEYS_PER_THREAD; i++) {
+    int key = (t >> 2) + 32 * i;
+    pr.d[i] = *(const uint4 *)(page + 64 * key + 16 * g);
+    pr.sc[i] = e8m0_f(page[8192 + 4 * key + g]);
+  }
+}
+
+/* The 32 query elements of this lane's group, for one pair. */
+M3IDX_DEV void load_query(const gpu_call &c, const score_pair &p, float *q32, int *unfused) {
+  const int g = threadIdx.x & 3;
+  const long long base = ((long long)p.row * c.num_heads + p.head) * 128 + 32 * g;
+  int big = 0;
+#pragma unroll
+  for (int j = 0; j < 32; j++) {
+    q32[j] = query_f(c.query, c.dtype, base + j);
+    big |= q32[j] > 0x1p125f || q32[j] < -0x1p125f;
+  }
+  *unfused = big;
+}
+
+/* Sum of one lane's 32 products, in element order (fma is exact unless a
+ * product overflows; then each product is rounded first). */
+M3IDX_DEV float group_sum(const score_smem &sm, const uint4 &d, const float *q32, int fused) {
+  const int col = threadIdx.x & 15;
+  const uint32_t w[4] = {d.x, d.y, d.z, d.w};
+  float acc = 0.0f;
+  if (fused) {
+#pragma unroll
+    for (int ww = 0; ww < 4; ww++)
+#pragma unroll
+      for (int bb = 0; bb < 4; bb++) {
+        float2 v = sm.lut[(w[ww] >> (8 * bb)) & 0xffu][col];
+        acc = fmaf(q32[8 * ww + 2 * bb], v.x, acc);
+        acc = fmaf(q32[8 * ww + 2 * bb + 1], v.y, acc);
+      }
+  } else {
+#pragma unroll
+    for (int ww = 0; ww < 4; ww++)
+#pragma unroll
+      for (int bb = 0; bb < 4; bb++) {
+        float2 v = sm.lut[(w[ww] >> (8 * bb)) & 0xffu][col];
+        float p0 = q32[8 * ww + 2 * bb] * v.x;
+        acc = acc + p0;
+        float p1 = q32[8 * ww + 2 * bb + 1] * v.y;
+        acc = acc + p1;
+      }
+  }
+  return acc;
+}
+
+/* Reduce v (NaN-ignoring max) over the block; lane 0 of warp 0 gets it in
+ * sm.red[0][p].  Every thread calls it; it ends with a barrier. */
+M3IDX_DEV void block_max(score_smem &sm, float v, int p) {
+  for (int m = 4; m < warpSize; m <<= 1)
+    v = max_ignoring_nan(v, M3IDX_SHFL_XOR(v, m));
+  const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
+  if (lane == 0)
+    sm.red[warp][p] = v;
   __syncthreads();
-  for (int p = 0; p < n; p++)
-    sm.red[p][t] = t < sm.pair[p].nkeys ? key_logit(k, sm.q[p], !sm.unfused[p], c.scale) : nan_f();
-  __syncthreads();
-  for (int stride = SCORE_THREADS / 2; stride > 0; stride /= 2) {
-    if (t < stride)
-      for (int p = 0; p < n; p++)
-        sm.red[p][t] = max_ignoring_nan(sm.red[p][t], sm.red[p][t + stride]);
+  if (threadIdx.x == 0) {
+    float r = sm.red[0][p];
+    for (int i = 1; i < SCORE_THREADS / warpSize; i++)
+      r = max_ignoring_nan(r, sm.red[i][p]);
+    sm.red[0][p] = r;
+  }
+}
+
+/* Score block b for pairs p[0..n), n <= CHUNK_PAIRS.  Every thread calls
+ * this with the same arguments. */
+M3IDX_DEV void score_chunk(const gpu_call &c, score_smem &sm, const page_regs &pr, int b,
+                           const score_pair *p, int n) {
+  const int t = threadIdx.x;
+  float q[CHUNK_PAIRS][32];
+  int unfused[CHUNK_PAIRS] = {0};
+#pragma unroll
+  for (int k = 0; k < CHUNK_PAIRS; k++)
+    if (k < n)
+      load_query(c, p[k], q[k], &unfused[k]);
+  float best[CHUNK_PAIRS];
+#pragma unroll
+  for (int k = 0; k < CHUNK_PAIRS; k++) {
+    best[k] = nan_f();
+    if (k >= n)
+      continue;
+#pragma unroll
+    for (int i = 0; i < KEYS_PER_THREAD; i++) {
+      float s = group_sum(sm, pr.d[i], q[k], !unfused[k]) * pr.sc[i];
+      float s01 = s + M3IDX_SHFL_XOR(s, 1);
+      float dot = s01 + M3IDX_SHFL_XOR(s01, 2);
+      float logit = dot * c.scale;
+      logit = logit == 0.0f ? 0.0f : logit;
+      int key = (t >> 2) + 32 * i;
+      if (key < p[k].nkeys)
+        best[k] = max_ignoring_nan(best[k], logit);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < CHUNK_PAIRS; k++) {
+    if (k >= n)
+      break;
+    block_max(sm, best[k], k);
+    if (t == 0) {
+      /* An all-NaN block scores the one quiet NaN 0x7fc00000 on every
+         backend; on the integer bits, since LLVM treats NaN payloads as
+         unspecified and may fold a floating-point `v != v ? NaN : v'. */
+      uint32_t u = f_bits(clamp_score(sm.red[0][k]));
+      if ((u & 0x7fffffffu) > 0x7f800000u)
+        u = 0x7fc00000u;
+      ((uint32_t *)c.scores)[((long long)p[k].head * c.num_rows + p[k].row) * c.stride + b] = u;
+    }
     __syncthreads();
   }
-  if (t < n) {
-    const score_pair &pr = sm.pair[t];
-    /* An all-NaN block scores the one quiet NaN 0x7fc00000 on every
-       backend.  Done on the integer bits: LLVM treats NaN payloads as
-       unspecified and may fold a floating-point `v != v ? NaN : v'. */
-    uint32_t u = f_bits(clamp_score(sm.red[t][0]));
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-      u = 0x7fc00000u;
-    ((uint32_t *)c.scores)[((long long)pr.head * c.num_rows + pr.row) * c.stride + b] = u;
-  }
-  __syncthreads();
 }
 
 #endif /* M3IDX_GPU_SCORE_CORE_H */

@@ -2,7 +2,7 @@
  * score-decode.hip - decode scoring driven by the work map (SPEC section 9):
  * one block of threads per map entry, a fixed grid of the map's capacity,
  * unused entries skipped; each entry scores its blocks for every row and
- * head of its request.
+ * head of its request, loading the next page while it scores this one.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -32,29 +32,34 @@ score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
       atomicOr(c.err, M3IDX_GPU_BAD_WORK_MAP);
     return;
   }
+  fill_lut(sm);
+  __syncthreads();
+  const int npairs = c.query_len * c.num_heads;
+  page_regs cur, next;
+  const uint8_t *page = page_of(c, r, b0);
+  if (page)
+    load_page(page, cur);
   for (int b = b0; b < b0 + count; b++) {
-    const uint8_t *page = page_of(c, r, b);
-    if (page == nullptr)
-      continue;
-    key_regs k;
-    load_key(page, t, k);
-    int n = 0;
-    for (int j = 0; j < c.query_len; j++) {
-      int pos = s - c.query_len + j;
-      if (b * 128 > pos)
-        continue;
-      int nkeys = min(128, pos - b * 128 + 1);
-      for (int h = 0; h < c.num_heads; h++) {
-        if (t == 0)
-          sm.pair[n] = score_pair{r * c.query_len + j, h, nkeys};
-        if (++n == SCORE_PAIRS) {
-          score_pairs(c, k, b, n, sm);
-          n = 0;
+    const uint8_t *next_page = b + 1 < b0 + count ? page_of(c, r, b + 1) : nullptr;
+    if (next_page)
+      load_page(next_page, next);
+    if (page) {
+      for (int p0 = 0; p0 < npairs; p0 += CHUNK_PAIRS) {
+        score_pair pairs[CHUNK_PAIRS];
+        int n = 0;
+        for (int k = p0; k < npairs && n < CHUNK_PAIRS; k++) {
+          int j = k / c.num_heads, h = k % c.num_heads;
+          int pos = s - c.query_len + j;
+          if (b * 128 > pos)
+            continue; /* later rows see more: this row does not see block b */
+          pairs[n++] = score_pair{r * c.query_len + j, h, min(128, pos - b * 128 + 1)};
         }
+        if (n > 0)
+          score_chunk(c, sm, cur, b, pairs, n);
       }
     }
-    if (n > 0)
-      score_pairs(c, k, b, n, sm);
+    page = next_page;
+    cur = next;
   }
 }
 

@@ -1,7 +1,8 @@
 /*
  * score-prefill.hip - ragged prefill scoring with context: a grid of
- * (block, tile of rows); the rows of a tile that see the block are scored
- * against its page, request by request (a tile may span requests).
+ * (block, tile of rows); each page is read once per tile and scored for
+ * the tile's rows that see it, request by request (a tile may span
+ * requests).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -21,38 +22,44 @@ __global__ void __launch_bounds__(SCORE_THREADS) score_prefill_kernel(gpu_call c
     s_pos[t] = pos;
   }
   __syncthreads();
+  int any = 0;
+  for (int i = 0; i < ROW_TILE; i++)
+    any |= s_pos[i] >= b * 128;
+  if (!any)
+    return;
+  fill_lut(sm);
+  __syncthreads();
   int i = 0;
   while (i < ROW_TILE) {
-    /* The rows of one request that see block b. */
     if (s_pos[i] < b * 128) {
       i++;
       continue;
     }
+    /* The rows of one request that see block b. */
     const int r = s_req[i];
-    const uint8_t *page = page_of(c, r, b);
     int end = i;
     while (end < ROW_TILE && s_req[end] == r)
       end++;
+    const uint8_t *page = page_of(c, r, b);
     if (page != nullptr) {
-      key_regs k;
-      load_key(page, t, k);
+      page_regs pr;
+      load_page(page, pr);
+      score_pair pairs[CHUNK_PAIRS];
       int n = 0;
       for (int j = i; j < end; j++) {
         int pos = s_pos[j];
         if (pos < b * 128)
           continue;
-        int nkeys = min(128, pos - b * 128 + 1);
         for (int h = 0; h < c.num_heads; h++) {
-          if (t == 0)
-            sm.pair[n] = score_pair{row0 + j, h, nkeys};
-          if (++n == SCORE_PAIRS) {
-            score_pairs(c, k, b, n, sm);
+          pairs[n++] = score_pair{row0 + j, h, min(128, pos - b * 128 + 1)};
+          if (n == CHUNK_PAIRS) {
+            score_chunk(c, sm, pr, b, pairs, n);
             n = 0;
           }
         }
       }
       if (n > 0)
-        score_pairs(c, k, b, n, sm);
+        score_chunk(c, sm, pr, b, pairs, n);
     }
     i = end;
   }
