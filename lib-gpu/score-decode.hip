@@ -1,17 +1,21 @@
 /*
  * score-decode.hip - decode scoring driven by the work map (SPEC section 9):
- * one block of threads per map entry, a fixed grid of the map's capacity,
- * unused entries skipped; each entry scores its blocks for every row and
- * head of its request, loading the next page while it scores this one.
+ * a fixed grid of ENTRY_SPLIT blocks of threads per map entry (graph-
+ * stable: it depends only on the capacity), unused entries skipped; block
+ * of threads s of an entry scores the entry's blocks s, s + ENTRY_SPLIT,
+ * ... for every row and head of its request, loading the next page while
+ * it scores this one.
  *
  * SPDX-License-Identifier: MIT
  */
 #include "score-core.h"
 
+#define ENTRY_SPLIT 4
+
 __global__ void __launch_bounds__(SCORE_THREADS)
 score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
   __shared__ score_smem sm;
-  const int e = blockIdx.x, t = threadIdx.x;
+  const int e = blockIdx.x / ENTRY_SPLIT, part = blockIdx.x % ENTRY_SPLIT, t = threadIdx.x;
   const int r = map[2 * e], w = map[2 * e + 1];
   if (r == -1)
     return;
@@ -28,19 +32,22 @@ score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
   }
   const int b0 = w & 0x00ffffff, count = w >> 24, nblocks = (s + 127) / 128;
   if (count < 1 || b0 + count > nblocks) {
-    if (t == 0)
+    if (t == 0 && part == 0)
       atomicOr(c.err, M3IDX_GPU_BAD_WORK_MAP);
     return;
   }
+  if (part >= count)
+    return;
   fill_lut(sm);
   __syncthreads();
   const int npairs = c.query_len * c.num_heads;
   page_regs cur, next;
-  const uint8_t *page = page_of(c, r, b0);
+  const uint8_t *page = page_of(c, r, b0 + part);
   if (page)
     load_page(page, cur);
-  for (int b = b0; b < b0 + count; b++) {
-    const uint8_t *next_page = b + 1 < b0 + count ? page_of(c, r, b + 1) : nullptr;
+  for (int b = b0 + part; b < b0 + count; b += ENTRY_SPLIT) {
+    const uint8_t *next_page =
+        b + ENTRY_SPLIT < b0 + count ? page_of(c, r, b + ENTRY_SPLIT) : nullptr;
     if (next_page)
       load_page(next_page, next);
     if (page) {
@@ -67,7 +74,7 @@ hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map, 
                                   hipStream_t s) {
   if (capacity <= 0)
     return hipSuccess;
-  hipLaunchKernelGGL(score_decode_kernel, dim3(capacity), dim3(SCORE_THREADS), 0, s, *c, map,
-                     capacity);
+  hipLaunchKernelGGL(score_decode_kernel, dim3((unsigned)capacity * ENTRY_SPLIT),
+                     dim3(SCORE_THREADS), 0, s, *c, map, capacity);
   return hipGetLastError();
 }

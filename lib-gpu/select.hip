@@ -40,7 +40,9 @@ M3IDX_DEV float pinned(float s, int b, int n, int init_blocks, int local_blocks)
 
 __global__ void __launch_bounds__(SELECT_THREADS)
 pin_topk_kernel(gpu_call c, const float *scores_in, int pin, int write_pinned, int32_t *topk) {
-  __shared__ unsigned long long lists[SELECT_THREADS][TOPK];
+  /* One padding slot a list: rows of 17 x 8 bytes spread the threads of a
+     warp over the banks (16 x 8 would put them all in one). */
+  __shared__ unsigned long long lists[SELECT_THREADS][TOPK + 1];
   __shared__ int s_n;
   const int row = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
   if (t == 0) {
