@@ -385,11 +385,12 @@ static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3id
   device_guard guard(s->cfg.device);
   if (s->host_pointers)
     return run_staged(s, c, err);
-  /* Keys are read 16 bytes at a time. */
-  if (c->pages != NULL && ((uintptr_t)c->pages & 15u) != 0) {
+  /* Keys and queries are read 16 bytes at a time. */
+  if ((c->pages != NULL && ((uintptr_t)c->pages & 15u) != 0) ||
+      (c->query != NULL && ((uintptr_t)c->query & 15u) != 0)) {
     snprintf(err->msg, sizeof err->msg,
-             "kcache->pages is %p: the HIP backend needs it 16-byte aligned (hipMalloc gives 256)",
-             (const void *)c->pages);
+             "kcache->pages (%p) and query->data (%p) must be 16-byte aligned on the HIP backend (hipMalloc gives 256)",
+             (const void *)c->pages, c->query);
     return M3IDX_ERR_INVALID_ARGUMENT;
   }
   gpu_call g;

@@ -63,12 +63,34 @@ M3IDX_DEV void load_page(const uint8_t *page, page_regs &pr) {
 M3IDX_DEV void load_query(const gpu_call &c, const score_pair &p, float *q32, int *unfused) {
   const int g = threadIdx.x & 3;
   const long long base = ((long long)p.row * c.num_heads + p.head) * 128 + 32 * g;
+  /* 16-byte loads: a row's group starts 64 (bf16) or 32 (e4m3) bytes in. */
+  if (c.dtype == 1) {
+    const uint4 *v = (const uint4 *)((const uint16_t *)c.query + base);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      uint4 x = v[i];
+      const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        q32[8 * i + 2 * k] = bits_f(w[k] << 16);
+        q32[8 * i + 2 * k + 1] = bits_f(w[k] & 0xffff0000u);
+      }
+    }
+  } else {
+    const uint4 *v = (const uint4 *)((const uint8_t *)c.query + base);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      uint4 x = v[i];
+      const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int k = 0; k < 16; k++)
+        q32[16 * i + k] = e4m3_f((uint8_t)(w[k / 4] >> (8 * (k % 4))));
+    }
+  }
   int big = 0;
 #pragma unroll
-  for (int j = 0; j < 32; j++) {
-    q32[j] = query_f(c.query, c.dtype, base + j);
+  for (int j = 0; j < 32; j++)
     big |= q32[j] > 0x1p125f || q32[j] < -0x1p125f;
-  }
   *unfused = big;
 }
 
@@ -121,15 +143,10 @@ M3IDX_DEV void block_max(score_smem &sm, float v, int p) {
 
 /* Score block b for pairs p[0..n), n <= CHUNK_PAIRS.  Every thread calls
  * this with the same arguments. */
-M3IDX_DEV void score_chunk(const gpu_call &c, score_smem &sm, const page_regs &pr, int b,
-                           const score_pair *p, int n) {
+M3IDX_DEV void score_chunk_q(const gpu_call &c, score_smem &sm, const page_regs &pr, int b,
+                             const score_pair *p, int n, const float (*q)[32],
+                             const int *unfused) {
   const int t = threadIdx.x;
-  float q[CHUNK_PAIRS][32];
-  int unfused[CHUNK_PAIRS] = {0};
-#pragma unroll
-  for (int k = 0; k < CHUNK_PAIRS; k++)
-    if (k < n)
-      load_query(c, p[k], q[k], &unfused[k]);
   float best[CHUNK_PAIRS];
 #pragma unroll
   for (int k = 0; k < CHUNK_PAIRS; k++) {
@@ -164,6 +181,17 @@ M3IDX_DEV void score_chunk(const gpu_call &c, score_smem &sm, const page_regs &p
     }
     __syncthreads();
   }
+}
+
+M3IDX_DEV void score_chunk(const gpu_call &c, score_smem &sm, const page_regs &pr, int b,
+                           const score_pair *p, int n) {
+  float q[CHUNK_PAIRS][32];
+  int unfused[CHUNK_PAIRS] = {0};
+#pragma unroll
+  for (int k = 0; k < CHUNK_PAIRS; k++)
+    if (k < n)
+      load_query(c, p[k], q[k], &unfused[k]);
+  score_chunk_q(c, sm, pr, b, p, n, q, unfused);
 }
 
 #endif /* M3IDX_GPU_SCORE_CORE_H */

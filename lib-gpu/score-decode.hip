@@ -12,6 +12,8 @@
 
 #define ENTRY_SPLIT 4
 
+/* ONE_PAIR: a single (row, head) per request, whose query is loaded once. */
+template <bool ONE_PAIR>
 __global__ void __launch_bounds__(SCORE_THREADS)
 score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
   __shared__ score_smem sm;
@@ -41,6 +43,11 @@ score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
   fill_lut(sm);
   __syncthreads();
   const int npairs = c.query_len * c.num_heads;
+  /* One (row, head): its query stays in registers for every block. */
+  float q1[1][32];
+  int unfused1[1] = {0};
+  if (ONE_PAIR)
+    load_query(c, score_pair{r, 0, 128}, q1[0], &unfused1[0]); /* row r: query_len 1 */
   page_regs cur, next;
   const uint8_t *page = page_of(c, r, b0 + part);
   if (page)
@@ -61,7 +68,9 @@ score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
             continue; /* later rows see more: this row does not see block b */
           pairs[n++] = score_pair{r * c.query_len + j, h, min(128, pos - b * 128 + 1)};
         }
-        if (n > 0)
+        if (n > 0 && ONE_PAIR)
+          score_chunk_q(c, sm, cur, b, pairs, n, q1, unfused1);
+        else if (n > 0)
           score_chunk(c, sm, cur, b, pairs, n);
       }
     }
@@ -74,7 +83,11 @@ hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map, 
                                   hipStream_t s) {
   if (capacity <= 0)
     return hipSuccess;
-  hipLaunchKernelGGL(score_decode_kernel, dim3((unsigned)capacity * ENTRY_SPLIT),
-                     dim3(SCORE_THREADS), 0, s, *c, map, capacity);
+  if (c->query_len * c->num_heads == 1)
+    hipLaunchKernelGGL(score_decode_kernel<true>, dim3((unsigned)capacity * ENTRY_SPLIT),
+                       dim3(SCORE_THREADS), 0, s, *c, map, capacity);
+  else
+    hipLaunchKernelGGL(score_decode_kernel<false>, dim3((unsigned)capacity * ENTRY_SPLIT),
+                       dim3(SCORE_THREADS), 0, s, *c, map, capacity);
   return hipGetLastError();
 }

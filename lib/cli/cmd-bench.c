@@ -23,14 +23,21 @@
 
 static const char usage[] =
     "usage: m3idx bench [--quick] [--json] [--backend cpu|hip|all] [--threads N] [--repeats N]\n"
+    "                   [--case TEXT]\n"
     "Decode (1/8/64 requests x 8K/128K/1M tokens, query_len 1 and 4, H 1 and 4), prefill\n"
     "(4K and 16K rows over 0/32K/128K context), top-k alone (1K/8K/64K blocks a row) and CPU\n"
     "thread scaling, against the machine's own read bandwidth and FMA peak.  --quick runs a\n"
-    "subset in under a minute.  See m3idx(1).\n";
+    "subset in under a minute; --case runs the cases whose name contains TEXT.  See m3idx(1).\n";
 
 struct bench_opts {
   int quick, json, want_cpu, want_hip, threads, repeats;
+  const char *only; /* --case: run the cases whose name contains this */
 };
+
+/* A case runs when no --case was given or its name contains the text. */
+static int wanted(const struct bench_opts *o, const char *name) {
+  return o->only == NULL || strstr(name, o->only) != NULL;
+}
 
 struct ceilings {
   double cpu_read, cpu_fma, gpu_copy, gpu_fma;
@@ -225,6 +232,8 @@ static void measure(struct run_ctx *rc, const struct bench_data *d, const m3idx_
                     int32_t ctx_len, int32_t rows) {
   char name[80];
   label(name, sizeof name, stage, b, ctx_len, rows);
+  if (!wanted(rc->o, name))
+    return;
   struct cpu_call c;
   int have_cpu = 0;
   if (cpu || verify_gpu) {
@@ -315,6 +324,15 @@ static void decode_cases(struct run_ctx *rc) {
                                          : 1);
       if (!cpu && !gpu)
         continue;
+      int some = 0;
+      for (int q = 1; q <= 4; q += 3)
+        for (int h = 1; h <= 4; h += 3) {
+          char nm[80];
+          snprintf(nm, sizeof nm, "decode %dx%dK q%d h%d", (int)n, (int)(L / 1024), q, h);
+          some |= wanted(o, nm);
+        }
+      if (!some)
+        continue;
       int32_t *lens = malloc(sizeof(int32_t) * (size_t)n);
       for (int32_t r = 0; r < n; r++)
         lens[r] = L - (r * 37) % 101; /* not all equal, all near L */
@@ -357,6 +375,10 @@ static void prefill_cases(struct run_ctx *rc) {
           continue;
         int32_t rows = on_cpu && o->quick ? 512 : R;
         int32_t seq = C + rows;
+        char nm[80];
+        snprintf(nm, sizeof nm, "prefill %d rows ctx %dK h1", (int)rows, (int)(C / 1024));
+        if (!wanted(o, nm))
+          continue;
         struct bench_data d;
         if (bench_data_make(&d, 1, &seq, rows, 1, 500u + (uint64_t)(ri * 3 + ci)) != 0)
           continue;
@@ -382,6 +404,10 @@ static void topk_cases(struct run_ctx *rc) {
     /* A decode step of 64 requests (one row, one head each): only scores
        are read, so the data is the scores themselves, with ties. */
     int32_t n = 64, nb = blocks[bi], L = nb * 128;
+    char nm[80];
+    snprintf(nm, sizeof nm, "topk %d rows x %dK blocks", (int)n, (int)(nb / 1024));
+    if (!wanted(o, nm))
+      continue;
     struct bench_data d;
     memset(&d, 0, sizeof d);
     d.num_reqs = n;
@@ -409,6 +435,8 @@ static void topk_cases(struct run_ctx *rc) {
 
 static void scaling_cases(struct run_ctx *rc) {
   int32_t n = 8, L = 131072;
+  if (!wanted(rc->o, "scaling decode 8x128K"))
+    return;
   int32_t lens[8];
   for (int r = 0; r < n; r++)
     lens[r] = L - (r * 37) % 101;
@@ -501,6 +529,7 @@ int cli_bench(int argc, char **argv) {
                                        {"backend", required_argument, 0, 'b'},
                                        {"threads", required_argument, 0, 't'},
                                        {"repeats", required_argument, 0, 'r'},
+                                       {"case", required_argument, 0, 'c'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   struct bench_opts o = {.want_cpu = 1, .want_hip = 1, .repeats = 5};
@@ -536,6 +565,7 @@ int cli_bench(int argc, char **argv) {
       }
       o.repeats = v;
       break;
+    case 'c': o.only = optarg; break;
     case 'h': fputs(usage, stdout); return 0;
     default:
       cli_error("bench", "unknown or incomplete option '%s'\n%s", argv[optind - 1], usage);
