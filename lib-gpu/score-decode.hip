@@ -3,8 +3,7 @@
  * a fixed grid of ENTRY_SPLIT blocks of threads per map entry (graph-
  * stable: it depends only on the capacity), unused entries skipped; block
  * of threads s of an entry scores the entry's blocks s, s + ENTRY_SPLIT,
- * ... for every row and head of its request, loading the next page while
- * it scores this one.
+ * ... for every row and head of its request.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -14,7 +13,7 @@
 
 /* ONE_PAIR: a single (row, head) per request, whose query is loaded once. */
 template <bool ONE_PAIR>
-__global__ void __launch_bounds__(SCORE_THREADS)
+__global__ void __launch_bounds__(SCORE_THREADS, 6)
 score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
   __shared__ score_smem sm;
   const int e = blockIdx.x / ENTRY_SPLIT, part = blockIdx.x % ENTRY_SPLIT, t = threadIdx.x;
@@ -48,15 +47,11 @@ score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
   int unfused1[1] = {0};
   if (ONE_PAIR)
     load_query(c, score_pair{r, 0, 128}, q1[0], &unfused1[0]); /* row r: query_len 1 */
-  page_regs cur, next;
-  const uint8_t *page = page_of(c, r, b0 + part);
-  if (page)
-    load_page(page, cur);
+  page_regs cur;
   for (int b = b0 + part; b < b0 + count; b += ENTRY_SPLIT) {
-    const uint8_t *next_page =
-        b + ENTRY_SPLIT < b0 + count ? page_of(c, r, b + ENTRY_SPLIT) : nullptr;
-    if (next_page)
-      load_page(next_page, next);
+    const uint8_t *page = page_of(c, r, b);
+    if (page)
+      load_page(page, cur);
     if (page) {
       for (int p0 = 0; p0 < npairs; p0 += CHUNK_PAIRS) {
         score_pair pairs[CHUNK_PAIRS];
@@ -74,8 +69,6 @@ score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
           score_chunk(c, sm, cur, b, pairs, n);
       }
     }
-    page = next_page;
-    cur = next;
   }
 }
 
