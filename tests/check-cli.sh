@@ -125,7 +125,7 @@ expect_fail "npy format 3.0" "only 1.0 and 2.0" $(dec sl "$B/sl-v3.npy")
 expect_fail "bad magic" "is not a .npy file" $(dec sl "$B/sl-magic.npy")
 expect_fail "wrong dtype" "dtype '<f8', expected int32" $(dec sl "$B/sl-f8.npy")
 "$HELPER" damage "$D/block_table.npy" "$B/bt-4d.npy" 4d
-expect_fail "wrong dimensions" "has 4 dimensions, expected 2" $(dec bt "$B/bt-4d.npy")
+expect_fail "wrong dimensions" "4 dimensions, expected 2" $(dec bt "$B/bt-4d.npy")
 expect_fail "pages of the wrong dtype" "--pages: " $(dec pages "$D/block_table.npy")
 "$HELPER" zeros "$B/narrow-pages.npy" "|u1" 3 8192
 expect_fail "pages of the wrong width" "--pages has shape [3, 8192], expected [num_pages, 8704]" $(dec pages "$B/narrow-pages.npy")

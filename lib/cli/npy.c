@@ -128,49 +128,39 @@ static const char *dtype_name(const char *d) {
   return d;
 }
 
-int npy_read(const char *path, const char *what, const char *descr, int ndim,
-             struct npy_array *a, char *err, size_t n) {
+int npy_parse_header(const unsigned char *head, size_t head_len, uint64_t file_len,
+                     const char *what, const char *descr, int ndim, struct npy_array *a,
+                     size_t *data_offset, char *err, size_t n) {
   memset(a, 0, sizeof *a);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return fail(err, n, "%s: cannot open '%s': %s", what, path, strerror(errno));
-  unsigned char pre[12];
-  char *header = NULL;
-  int rc = -1;
-  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-    fail(err, n, "%s: '%s' is not a .npy file", what, path);
-    goto out;
-  }
+  if (head_len < 10 || memcmp(head, "\x93NUMPY", 6) != 0)
+    return fail(err, n, "%s: not a .npy file", what);
   uint32_t hlen;
   size_t off;
-  if (pre[6] == 1) {
-    hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
+  if (head[6] == 1) {
+    hlen = (uint32_t)head[8] | (uint32_t)head[9] << 8;
     off = 10;
-  } else if (pre[6] == 2) {
-    if (fread(pre + 10, 1, 2, f) != 2) {
-      fail(err, n, "%s: '%s' is truncated", what, path);
-      goto out;
-    }
-    hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8 | (uint32_t)pre[10] << 16 |
-           (uint32_t)pre[11] << 24;
+  } else if (head[6] == 2) {
+    if (head_len < 12)
+      return fail(err, n, "%s: truncated .npy header", what);
+    hlen = (uint32_t)head[8] | (uint32_t)head[9] << 8 | (uint32_t)head[10] << 16 |
+           (uint32_t)head[11] << 24;
     off = 12;
   } else {
-    fail(err, n, "%s: '%s' is .npy format %d.%d; only 1.0 and 2.0 are read", what, path,
-         pre[6], pre[7]);
-    goto out;
+    return fail(err, n, "%s: .npy format %d.%d; only 1.0 and 2.0 are read", what, head[6],
+                head[7]);
   }
-  if (hlen == 0 || hlen > MAX_HEADER) {
-    fail(err, n, "%s: '%s' has a .npy header of %u bytes", what, path, (unsigned)hlen);
-    goto out;
-  }
-  header = malloc(hlen + 1);
-  if (!header || fread(header, 1, hlen, f) != hlen) {
-    fail(err, n, "%s: '%s' is truncated", what, path);
-    goto out;
-  }
+  if (hlen == 0 || hlen > MAX_HEADER)
+    return fail(err, n, "%s: a .npy header of %u bytes", what, (unsigned)hlen);
+  if (off + hlen > head_len)
+    return fail(err, n, "%s: truncated .npy header", what);
+  char *header = malloc(hlen + 1);
+  if (!header)
+    return fail(err, n, "%s: no memory", what);
+  memcpy(header, head + off, hlen);
   header[hlen] = '\0';
+  int rc = -1;
   if (strlen(header) != hlen) {
-    fail(err, n, "%s: '%s' has a NUL byte in its .npy header", what, path);
+    fail(err, n, "%s: a NUL byte in the .npy header", what);
     goto out;
   }
   if (parse_header(header, what, a, err, n) != 0)
@@ -180,54 +170,80 @@ int npy_read(const char *path, const char *what, const char *descr, int ndim,
   int same = !strcmp(a->descr, descr) || (want_u1 && !strcmp(a->descr, "<u1"));
   if (!same) {
     if (a->descr[0] == '>' && isz == 0)
-      fail(err, n, "%s: '%s' is big-endian (%s); m3idx reads little-endian .npy files", what,
-           path, a->descr);
+      fail(err, n, "%s: big-endian (%s); m3idx reads little-endian .npy files", what, a->descr);
     else
-      fail(err, n, "%s: '%s' has dtype '%s', expected %s", what, path, a->descr,
-           dtype_name(descr));
+      fail(err, n, "%s: dtype '%s', expected %s", what, a->descr, dtype_name(descr));
     goto out;
   }
   a->itemsize = isz;
   if (a->ndim != ndim) {
-    fail(err, n, "%s: '%s' has %d dimensions, expected %d", what, path, a->ndim, ndim);
+    fail(err, n, "%s: %d dimensions, expected %d", what, a->ndim, ndim);
     goto out;
   }
   size_t count = 1;
   for (int i = 0; i < a->ndim; i++) {
     if (a->shape[i] != 0 && count > (SIZE_MAX / 16) / (size_t)a->shape[i]) {
-      fail(err, n, "%s: '%s' is too large", what, path);
+      fail(err, n, "%s: too large", what);
       goto out;
     }
     count *= (size_t)a->shape[i];
   }
   a->count = count;
-  size_t bytes = count * isz;
-  if (fseek(f, 0, SEEK_END) != 0) {
-    fail(err, n, "%s: cannot seek in '%s'", what, path);
+  if (file_len < off + hlen || file_len - (off + hlen) != (uint64_t)(count * isz)) {
+    fail(err, n, "%s: %lld data bytes, its shape needs %zu", what,
+         file_len < off + hlen ? -1LL : (long long)(file_len - (off + hlen)), count * isz);
     goto out;
   }
-  long end = ftell(f);
-  if (end < 0 || (size_t)end != off + hlen + bytes) {
-    fail(err, n, "%s: '%s' holds %ld data bytes, its shape needs %zu", what, path,
-         end < 0 ? -1L : (long)(end - (long)(off + hlen)), bytes);
+  *data_offset = off + hlen;
+  rc = 0;
+out:
+  free(header);
+  return rc;
+}
+
+int npy_read(const char *path, const char *what, const char *descr, int ndim,
+             struct npy_array *a, char *err, size_t n) {
+  memset(a, 0, sizeof *a);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return fail(err, n, "%s: cannot open '%s': %s", what, path, strerror(errno));
+  int rc = -1;
+  unsigned char *head = malloc(MAX_HEADER + 12);
+  char inner[768];
+  long end = -1;
+  if (fseek(f, 0, SEEK_END) == 0)
+    end = ftell(f);
+  if (!head || end < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fail(err, n, "%s: cannot read '%s'", what, path);
     goto out;
   }
-  if (fseek(f, (long)(off + hlen), SEEK_SET) != 0) {
-    fail(err, n, "%s: cannot seek in '%s'", what, path);
+  size_t got = fread(head, 1, MAX_HEADER + 12, f);
+  size_t off = 0;
+  if (npy_parse_header(head, got, (uint64_t)end, what, descr, ndim, a, &off, inner,
+                       sizeof inner) != 0) {
+    /* "what: detail" -> "what: 'path': detail" */
+    const char *detail = inner + strlen(what) + 2;
+    if (strncmp(inner, what, strlen(what)) != 0)
+      detail = inner;
+    if (!strcmp(detail, "not a .npy file"))
+      fail(err, n, "%s: '%s' is not a .npy file", what, path);
+    else
+      fail(err, n, "%s: '%s': %s", what, path, detail);
     goto out;
   }
+  size_t bytes = a->count * a->itemsize;
   if (posix_memalign(&a->data, 64, bytes ? bytes : 64) != 0) {
     a->data = NULL;
     fail(err, n, "%s: no memory for '%s' (%zu bytes)", what, path, bytes);
     goto out;
   }
-  if (fread(a->data, 1, bytes, f) != bytes) {
+  if (fseek(f, (long)off, SEEK_SET) != 0 || fread(a->data, 1, bytes, f) != bytes) {
     fail(err, n, "%s: '%s' is truncated", what, path);
     goto out;
   }
   rc = 0;
 out:
-  free(header);
+  free(head);
   fclose(f);
   if (rc != 0)
     npy_free(a);

@@ -21,6 +21,14 @@ struct npy_array {
   void *data;                 /* count * itemsize bytes, 64-byte aligned */
 };
 
+/* Parse a header: head holds the file's first head_len bytes (at least
+ * the whole header, or all of a shorter file), file_len its size.  Checks
+ * as npy_read does; on success *data_offset is where the data begins.
+ * a->data stays NULL.  0 on success, else -1 and a message. */
+int npy_parse_header(const unsigned char *head, size_t head_len, uint64_t file_len,
+                     const char *what, const char *descr, int ndim, struct npy_array *a,
+                     size_t *data_offset, char *err, size_t errlen);
+
 /* Read path into a; the array must have dtype `descr` (for "|u1", "<u1"
  * is accepted too) and `ndim` dimensions.  0 on success; else -1 and a
  * message naming `what` (the option) in err. */
