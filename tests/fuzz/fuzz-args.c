@@ -69,32 +69,46 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     setup();
   struct reader r = {data, size};
   int entry = take(&r) % 7;
+  /* Half the inputs describe a coherent batch (so that the kernels run),
+     the other half anything at all. */
+  int coherent = take(&r) & 1;
   m3idx_batch b;
   memset(&b, 0, sizeof b);
-  b.mode = (m3idx_mode)take_range(&r, 0, 3);
-  b.num_reqs = take_range(&r, -2, 8);
-  b.num_heads = take_range(&r, -1, 4);
-  b.query_len = take_range(&r, -1, 5);
-  b.max_seq_len = take_range(&r, -10, 2100);
+  b.mode = (m3idx_mode)take_range(&r, coherent ? 1 : 0, coherent ? 2 : 3);
+  b.num_reqs = take_range(&r, coherent ? 1 : -2, coherent ? 6 : 8);
+  b.num_heads = take_range(&r, coherent ? 1 : -1, coherent ? 3 : 4);
+  b.query_len = take_range(&r, coherent ? 1 : -1, coherent ? 4 : 5);
+  b.max_seq_len = take_range(&r, coherent ? 1 : -10, coherent ? 2048 : 2100);
   int32_t *seq = array(&r, b.num_reqs, 4), *cu = array(&r, b.num_reqs + 1, 4),
           *cl = array(&r, b.num_reqs, 4);
   for (int32_t i = 0; seq && i < b.num_reqs; i++)
-    seq[i] = take_range(&r, -3, 2100);
-  for (int32_t i = 0; cu && i <= b.num_reqs; i++)
-    cu[i] = take_range(&r, -2, 40);
-  for (int32_t i = 0; cl && i < b.num_reqs; i++)
-    cl[i] = take_range(&r, -2, 2100);
+    seq[i] = coherent ? take_range(&r, b.query_len, b.max_seq_len > b.query_len ? b.max_seq_len : b.query_len)
+                      : take_range(&r, -3, 2100);
+  if (coherent && cu && cl && seq) {
+    cu[0] = 0;
+    for (int32_t i = 0; i < b.num_reqs; i++) {
+      int32_t q = take_range(&r, 0, seq[i] < 5 ? seq[i] : 5);
+      cu[i + 1] = cu[i] + q;
+      cl[i] = seq[i] - q;
+    }
+  } else {
+    for (int32_t i = 0; cu && i <= b.num_reqs; i++)
+      cu[i] = take_range(&r, -2, 40);
+    for (int32_t i = 0; cl && i < b.num_reqs; i++)
+      cl[i] = take_range(&r, -2, 2100);
+  }
   b.seq_lens = seq;
   b.cu_seqlens_q = take(&r) % 8 ? cu : NULL;
   b.context_lens = take(&r) % 8 ? cl : NULL;
-  b.num_rows = take(&r) & 1 ? take_range(&r, -1, 40)
+  b.num_rows = !coherent && take(&r) & 1 ? take_range(&r, -1, 40)
                             : (b.mode == M3IDX_MODE_DECODE ? b.num_reqs * b.query_len
                                                            : (cu && b.num_reqs >= 0 ? cu[b.num_reqs] : 0));
-  int32_t bt_stride = take_range(&r, -1, 20);
+  int32_t bt_stride = coherent ? 17 : take_range(&r, -1, 20);
   int32_t bt_n = b.num_reqs > 0 && bt_stride > 0 ? b.num_reqs * bt_stride : 0;
   int32_t *bt = array(&r, bt_n, 4);
   for (int32_t i = 0; bt && i < bt_n; i++)
-    bt[i] = take_range(&r, -3, NPAGES + 3);
+    bt[i] = coherent && take(&r) % 16 ? take_range(&r, 0, NPAGES - 1)
+                                      : take_range(&r, -3, NPAGES + 3);
   m3idx_kcache kc = {take(&r) % 8 ? pages : NULL, take_range(&r, -1, NPAGES), bt, bt_stride};
   int32_t rows = b.num_rows > 0 ? b.num_rows : 0, heads = b.num_heads > 0 ? b.num_heads : 0;
   int dtype = take_range(&r, 0, 3);

@@ -1,0 +1,67 @@
+#!/bin/sh
+# check-man.sh - the man pages: every exported function has a page, the
+# pages lint clean (mandoc -T lint -W warning, and groff -ww), alias pages
+# point at pages that exist, and every EXAMPLES program compiles against
+# the built library and runs.
+set -u
+: "${srcdir:=.}"
+: "${top_builddir:=..}"
+: "${CC:=cc}"
+man=$srcdir/../man
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/m3idx-man.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT INT TERM
+failures=0 checks=0
+pass() { checks=$((checks + 1)); }
+fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $*"; }
+
+# Every function the header exports has a page.
+for f in $(grep 'M3IDX_API' "$srcdir/../lib/m3idx.h" | grep -o 'm3idx_[a-z0-9_]*(' | tr -d '('); do
+  [ -f "$man/$f.3" ] && pass || fail "no man page for $f"
+done
+
+for page in "$man"/*.[137]; do
+  name=$(basename "$page")
+  if head -1 "$page" | grep -q '^\.so '; then
+    target=$(head -1 "$page" | sed 's/^\.so man3\///')
+    [ -f "$man/$target" ] && pass || fail "$name: .so to a missing $target"
+    continue
+  fi
+  if command -v mandoc >/dev/null 2>&1; then
+    out=$(mandoc -T lint -W warning "$page" 2>&1)
+    [ -z "$out" ] && pass || fail "mandoc lint $name: $out"
+  fi
+  if command -v groff >/dev/null 2>&1; then
+    out=$(groff -ww -z -man "$page" 2>&1)
+    [ -z "$out" ] && pass || fail "groff -ww $name: $out"
+  fi
+done
+
+# EXAMPLES: every .EX block with a main() compiles and runs.
+lt="$top_builddir/libtool"
+n=0
+for page in "$man"/*.3; do
+  head -1 "$page" | grep -q '^\.so ' && continue
+  awk '/^\.EX$/{on=1; next} /^\.EE$/{on=0; print "/*--end--*/"; next} on{print}' "$page" |
+    sed -e 's/\\e/\\/g' -e 's/\\-/-/g' -e 's/\\(dq/"/g' >"$tmp/all.c"
+  # split into one file a block
+  awk -v dir="$tmp" -v base="$(basename "$page" .3)" '
+    /^\/\*--end--\*\/$/ { k++; next }
+    { print > (dir "/" base "-" k ".c") }' "$tmp/all.c"
+done
+for src in "$tmp"/*-*.c; do
+  [ -f "$src" ] || continue
+  grep -q 'int main' "$src" || continue
+  n=$((n + 1))
+  exe=${src%.c}
+  if ! $lt --mode=link --tag=CC $CC -std=c11 -Wall -Werror -I"$srcdir/../lib" -o "$exe" \
+      "$src" "$top_builddir/lib/libm3idx.la" -lm >"$tmp/err" 2>&1; then
+    fail "example $(basename "$src") does not compile: $(cat "$tmp/err")"
+  elif ! M3IDX_BACKEND=cpu $lt --mode=execute "$exe" >"$tmp/out" 2>&1; then
+    fail "example $(basename "$src") fails: $(cat "$tmp/out")"
+  else
+    pass
+  fi
+done
+[ "$n" -ge 9 ] && pass || fail "only $n examples found"
+echo "check-man: $checks checks, $failures failures ($n examples)"
+[ "$failures" -eq 0 ]
