@@ -3,6 +3,8 @@
 # oracle on seeded decode and prefill cases, the committed golden vectors,
 # `encode' against an encoder written from SPEC section 3, and every bad
 # input: a non-zero exit, a message naming the argument, no output file.
+# With M3IDX_WRAP set (CI: libtool --mode=execute valgrind --error-exitcode=97),
+# every run goes through it, and exit status 97 is a failure.
 set -u
 : "${M3IDX:=../lib/m3idx}"
 : "${HELPER:=./cli-helper}"
@@ -14,6 +16,8 @@ hip | HIP)
     exit 77
   fi ;;
 esac
+# shellcheck disable=SC2086 # M3IDX_WRAP is a command line
+m3idx_run() { ${M3IDX_WRAP:-} "$M3IDX" "$@"; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/m3idx-cli.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT INT TERM
 failures=0
@@ -31,7 +35,7 @@ run_case() {
     set -- "$@" --cu-seqlens-q "$d/cu_seqlens_q.npy" --context-lens "$d/context_lens.npy"
   fi
   rm -f "$tmp/topk.npy" "$tmp/scores.npy"
-  if ! "$M3IDX" topk "$@" --out "$tmp/topk.npy" --scores-out "$tmp/scores.npy" 2>"$tmp/err"; then
+  if ! m3idx_run topk "$@" --out "$tmp/topk.npy" --scores-out "$tmp/scores.npy" 2>"$tmp/err"; then
     fail "$d: m3idx topk failed: $(cat "$tmp/err")"
     return
   fi
@@ -60,14 +64,14 @@ done
 # encode: the library's encoder against the helper's, and the helper against
 # a golden page file.
 "$HELPER" keys "$tmp/keys.npy" 300 77 || fail "keys"
-if "$M3IDX" encode --keys "$tmp/keys.npy" --out "$tmp/pages.npy" 2>"$tmp/err"; then
+if m3idx_run encode --keys "$tmp/keys.npy" --out "$tmp/pages.npy" 2>"$tmp/err"; then
   "$HELPER" expect-pages "$tmp/keys.npy" "$tmp/expect.npy"
   cmp -s "$tmp/pages.npy" "$tmp/expect.npy" && pass || fail "encode differs from SPEC's encoder"
 else
   fail "m3idx encode failed: $(cat "$tmp/err")"
 fi
 if [ -f "$srcdir/golden/encode/keys.npy" ]; then
-  "$M3IDX" encode --keys "$srcdir/golden/encode/keys.npy" --out "$tmp/gp.npy" &&
+  m3idx_run encode --keys "$srcdir/golden/encode/keys.npy" --out "$tmp/gp.npy" &&
     cmp -s "$tmp/gp.npy" "$srcdir/golden/encode/expected_pages.npy" && pass ||
     fail "encode of the golden keys differs"
 fi
@@ -77,10 +81,12 @@ expect_fail() {
   name=$1 text=$2
   shift 2
   rm -f "$tmp/out.npy" "$tmp/s.npy"
-  "$M3IDX" "$@" >"$tmp/stdout" 2>"$tmp/err"
+  m3idx_run "$@" >"$tmp/stdout" 2>"$tmp/err"
   rc=$?
   if [ "$rc" -eq 0 ]; then
     fail "$name: exit 0"
+  elif [ "$rc" -eq 97 ]; then
+    fail "$name: valgrind found errors: $(cat "$tmp/err")"
   elif ! grep -q -F -- "$text" "$tmp/err"; then
     fail "$name: message '$(cat "$tmp/err")' lacks '$text'"
   elif [ -e "$tmp/out.npy" ] || [ -e "$tmp/s.npy" ] || ls "$tmp" | grep -q 'tmp'; then
@@ -131,7 +137,7 @@ expect_fail "pages of the wrong dtype" "--pages: " $(dec pages "$D/block_table.n
 expect_fail "pages of the wrong width" "--pages has shape [3, 8192], expected [num_pages, 8704]" $(dec pages "$B/narrow-pages.npy")
 "$HELPER" damage "$D/query.npy" "$B/q-v2.npy" v2
 # format 2.0 is read: the same output as format 1.0
-if "$M3IDX" $(dec query "$B/q-v2.npy") 2>"$tmp/err" && cmp -s "$tmp/out.npy" "$D/expected_topk.npy"; then
+if m3idx_run $(dec query "$B/q-v2.npy") 2>"$tmp/err" && cmp -s "$tmp/out.npy" "$D/expected_topk.npy"; then
   pass
 else
   fail "npy format 2.0 input: $(cat "$tmp/err")"
@@ -172,8 +178,8 @@ expect_fail "encode: wrong key width" "expected [tokens, 128]" encode --keys "$B
 expect_fail "encode: no --keys" "--keys is required" encode --out "$tmp/out.npy"
 expect_fail "unknown command" "unknown command 'frob'" frob
 
-"$M3IDX" --version | grep -q "^m3idx [0-9]" && pass || fail "--version"
-"$M3IDX" topk --help | grep -q "usage: m3idx topk" && pass || fail "topk --help"
+m3idx_run --version | grep -q "^m3idx [0-9]" && pass || fail "--version"
+m3idx_run topk --help | grep -q "usage: m3idx topk" && pass || fail "topk --help"
 
 echo "check-cli: $checks checks, $failures failures"
 [ "$failures" -eq 0 ]

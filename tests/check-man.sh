@@ -53,7 +53,7 @@ for src in "$tmp"/*-*.c; do
   grep -q 'int main' "$src" || continue
   n=$((n + 1))
   exe=${src%.c}
-  if ! $lt --mode=link --tag=CC $CC -std=c11 -Wall -Werror -I"$srcdir/../lib" -o "$exe" \
+  if ! $lt --mode=link --tag=CC $CC ${CFLAGS:-} ${LDFLAGS:-} -std=c11 -Wall -Werror -I"$srcdir/../lib" -o "$exe" \
       "$src" "$top_builddir/lib/libm3idx.la" -lm >"$tmp/err" 2>&1; then
     fail "example $(basename "$src") does not compile: $(cat "$tmp/err")"
   elif ! M3IDX_BACKEND=cpu $lt --mode=execute "$exe" >"$tmp/out" 2>&1; then

@@ -10,7 +10,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 sed -n '/^<<<example$/,/^example>>>$/p' "$srcdir/../README" | sed '1d;$d' >"$tmp/example.c"
 [ -s "$tmp/example.c" ] || { echo "FAIL: no example in README"; exit 1; }
 lt="$top_builddir/libtool"
-if ! $lt --mode=link --tag=CC $CC -std=c11 -Wall -Werror -I"$srcdir/../lib" -o "$tmp/example" \
+if ! $lt --mode=link --tag=CC $CC ${CFLAGS:-} ${LDFLAGS:-} -std=c11 -Wall -Werror -I"$srcdir/../lib" -o "$tmp/example" \
     "$tmp/example.c" "$top_builddir/lib/libm3idx.la" >"$tmp/err" 2>&1; then
   echo "FAIL: README example does not compile:"; cat "$tmp/err"; exit 1
 fi
