@@ -29,6 +29,36 @@ typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page,
                                       const struct m3idx_cpu_row *rows,
                                       int nrows, float scale);
 
+/* The running block maxima of a page-kernel call, one per row. */
+struct m3idx_cpu_maxima {
+  float best[M3IDX_CPU_ROW_BATCH];
+  int any[M3IDX_CPU_ROW_BATCH]; /* some non-NaN logit seen */
+};
+
+/* Start: no logit seen; returns the most keys any row sees. */
+static inline int m3idx__cpu_maxima_start(struct m3idx_cpu_maxima *m,
+                                          const struct m3idx_cpu_row *rows, int nrows) {
+  int kmax = 0;
+  for (int r = 0; r < nrows; r++) {
+    m->best[r] = 0.0f;
+    m->any[r] = 0;
+    if (rows[r].nkeys > kmax)
+      kmax = rows[r].nkeys;
+  }
+  return kmax;
+}
+
+/* Take a non-NaN value (-0 already made +0) into row r's maximum. */
+static inline void m3idx__cpu_maxima_take(struct m3idx_cpu_maxima *m, int r, float v) {
+  if (!m->any[r] || v > m->best[r])
+    m->best[r] = v;
+  m->any[r] = 1;
+}
+
+/* Write each row's clamped block score; all-NaN blocks score 0x7fc00000. */
+void m3idx__cpu_maxima_store(const struct m3idx_cpu_maxima *m,
+                             const struct m3idx_cpu_row *rows, int nrows);
+
 void m3idx__cpu_page_scores_scalar(const uint8_t *page,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);

@@ -209,15 +209,8 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page,
                                           int nrows, float scale) {
   _Alignas(64) float kt[M3IDX_HEAD_DIM][TILE];
   _Alignas(64) float sc[4][TILE];
-  float best[M3IDX_CPU_ROW_BATCH];
-  int any[M3IDX_CPU_ROW_BATCH];
-  int kmax = 0;
-  for (int r = 0; r < nrows; r++) {
-    best[r] = 0.0f;
-    any[r] = 0;
-    if (rows[r].nkeys > kmax)
-      kmax = rows[r].nkeys;
-  }
+  struct m3idx_cpu_maxima m;
+  int kmax = m3idx__cpu_maxima_start(&m, rows, nrows);
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   if (nrows == 1) {
@@ -235,13 +228,11 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page,
       __mmask16 ok1 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0 - 16), l1, l1, _CMP_ORD_Q);
       if ((ok0 | ok1) == 0)
         continue;
-      float tile_max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_mask_mov_ps(ninf, ok0, l0),
-                                                          _mm512_mask_mov_ps(ninf, ok1, l1)));
-      if (!any[0] || tile_max > best[0])
-        best[0] = tile_max;
-      any[0] = 1;
+      m3idx__cpu_maxima_take(&m, 0, _mm512_reduce_max_ps(_mm512_max_ps(
+                                        _mm512_mask_mov_ps(ninf, ok0, l0),
+                                        _mm512_mask_mov_ps(ninf, ok1, l1))));
     }
-    *rows[0].out = m3idx__cpu_clamp(any[0] ? best[0] : m3idx__bits_to_float(0x7fc00000u));
+    m3idx__cpu_maxima_store(&m, rows, 1);
     return;
   }
   for (int t0 = 0; t0 < kmax; t0 += TILE) {
@@ -261,16 +252,11 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page,
       __mmask16 ok1 = _mm512_mask_cmp_ps_mask(first_lanes(valid - 16), l1, l1, _CMP_ORD_Q);
       if ((ok0 | ok1) == 0)
         continue; /* only NaN logits here */
-      __m512 m = _mm512_max_ps(_mm512_mask_mov_ps(ninf, ok0, l0),
-                               _mm512_mask_mov_ps(ninf, ok1, l1));
-      float tile_max = _mm512_reduce_max_ps(m);
-      if (!any[r] || tile_max > best[r])
-        best[r] = tile_max;
-      any[r] = 1;
+      __m512 mx = _mm512_max_ps(_mm512_mask_mov_ps(ninf, ok0, l0),
+                                _mm512_mask_mov_ps(ninf, ok1, l1));
+      m3idx__cpu_maxima_take(&m, r, _mm512_reduce_max_ps(mx));
     }
   }
-  for (int r = 0; r < nrows; r++)
-    *rows[r].out = m3idx__cpu_clamp(
-        any[r] ? best[r] : m3idx__bits_to_float(0x7fc00000u));
+  m3idx__cpu_maxima_store(&m, rows, nrows);
 }
 #endif /* M3IDX_CPU_HAVE_AVX512 */

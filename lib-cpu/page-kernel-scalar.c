@@ -39,15 +39,8 @@ static float key_logit(const float *q, const float *k, const float *sc,
 void m3idx__cpu_page_scores_scalar(const uint8_t *page,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale) {
-  float best[M3IDX_CPU_ROW_BATCH];
-  int any[M3IDX_CPU_ROW_BATCH];
-  int kmax = 0;
-  for (int r = 0; r < nrows; r++) {
-    best[r] = 0.0f;
-    any[r] = 0;
-    if (rows[r].nkeys > kmax)
-      kmax = rows[r].nkeys;
-  }
+  struct m3idx_cpu_maxima m;
+  int kmax = m3idx__cpu_maxima_start(&m, rows, nrows);
   for (int t = 0; t < kmax; t++) {
     float k[M3IDX_HEAD_DIM], sc[4];
     decode_key(page, t, k, sc);
@@ -55,14 +48,9 @@ void m3idx__cpu_page_scores_scalar(const uint8_t *page,
       if (t >= rows[r].nkeys)
         continue;
       float logit = key_logit(rows[r].q, k, sc, scale);
-      if (logit != logit)
-        continue; /* NaN logits are ignored */
-      if (!any[r] || logit > best[r])
-        best[r] = logit;
-      any[r] = 1;
+      if (logit == logit) /* NaN logits are ignored */
+        m3idx__cpu_maxima_take(&m, r, logit);
     }
   }
-  for (int r = 0; r < nrows; r++)
-    *rows[r].out = m3idx__cpu_clamp(
-        any[r] ? best[r] : m3idx__bits_to_float(0x7fc00000u));
+  m3idx__cpu_maxima_store(&m, rows, nrows);
 }

@@ -19,6 +19,12 @@ float m3idx__cpu_clamp(float score) {
   return m3idx__bits_to_float(u);
 }
 
+void m3idx__cpu_maxima_store(const struct m3idx_cpu_maxima *m,
+                             const struct m3idx_cpu_row *rows, int nrows) {
+  for (int r = 0; r < nrows; r++)
+    *rows[r].out = m3idx__cpu_clamp(m->any[r] ? m->best[r] : m3idx__bits_to_float(0x7fc00000u));
+}
+
 void m3idx__cpu_pin_row(float *row, int32_t n, int32_t init_blocks,
                         int32_t local_blocks) {
   for (int32_t b = 0; b < n; b++)

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "synth.h"
 
 double bench_now(void) {
   struct timespec ts;
@@ -28,12 +29,6 @@ static int cmp_double(const void *a, const void *b) {
 double bench_median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static inline uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 void *bench_alloc_cache(size_t bytes) {
@@ -84,10 +79,10 @@ int bench_data_make(struct bench_data *d, int32_t num_reqs, const int32_t *seq_l
   for (int64_t p = 0; p < pages; p++) {
     uint64_t *w = (uint64_t *)(d->pages + p * M3IDX_PAGE_BYTES);
     for (int i = 0; i < 8192 / 8; i++)
-      w[i] = mix(seed ^ (uint64_t)(p * 1088 + i));
+      w[i] = synth_mix(seed ^ (uint64_t)(p * 1088 + i));
     uint8_t *sc = d->pages + p * M3IDX_PAGE_BYTES + 8192;
     for (int i = 0; i < 512; i++)
-      sc[i] = (uint8_t)(120 + mix(seed + (uint64_t)(p * 1088 + 1024 + i)) % 15);
+      sc[i] = (uint8_t)(120 + synth_mix(seed + (uint64_t)(p * 1088 + 1024 + i)) % 15);
   }
   /* Block tables: a stride permutation of the pages (distinct, scattered). */
   int64_t next = 0;
@@ -110,7 +105,7 @@ int bench_data_make(struct bench_data *d, int32_t num_reqs, const int32_t *seq_l
           i < b ? (int32_t)(((next++) * step) % pages) : -1;
   }
   for (size_t i = 0; i < (size_t)max_rows * (size_t)max_heads * 128; i++) {
-    uint64_t z = mix(seed * 31 + i);
+    uint64_t z = synth_mix(seed * 31 + i);
     float v = ((float)(z % 2001) - 1000.0f) / 400.0f;
     d->query[i] = m3idx_float_to_bf16(v);
   }

@@ -11,12 +11,13 @@
 
 #include "synth.h"
 
-uint64_t synth_rand(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+uint64_t synth_mix(uint64_t z) { /* splitmix64's finaliser */
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+
+uint64_t synth_rand(uint64_t *s) { return synth_mix(*s += 0x9e3779b97f4a7c15ull); }
 
 /* Roughly normal: the sum of four uniforms, centred. */
 static float gauss(uint64_t *s) {

@@ -37,6 +37,7 @@ void synth_decode_batch(const struct synth *s, m3idx_batch *b);
 void synth_prefill_batch(const struct synth *s, m3idx_batch *b);
 void synth_kcache(const struct synth *s, m3idx_kcache *k);
 
-uint64_t synth_rand(uint64_t *state);
+uint64_t synth_rand(uint64_t *state); /* splitmix64 */
+uint64_t synth_mix(uint64_t z);       /* a 64-bit hash */
 
 #endif
