@@ -56,16 +56,7 @@ static void hip_vs_cpu(struct test_case *tc, void *arg) {
   case_free(tc);
 }
 
-START_TEST(pattern_hip_vs_cpu) {
-  int k = _i;
-  for (int p = 0; p < m3idx_npatterns; p++) {
-    if (k < m3idx_patterns[p].variants) {
-      m3idx_patterns[p].make(k, hip_vs_cpu, NULL);
-      return;
-    }
-    k -= m3idx_patterns[p].variants;
-  }
-}
+START_TEST(pattern_hip_vs_cpu) { patterns_run(_i, 1, hip_vs_cpu, NULL); }
 END_TEST
 
 /* ---- device pointers ---------------------------------------------------- */
@@ -345,12 +336,9 @@ int main(void) {
   }
   Suite *s = suite_create("gpu");
   TCase *t = tcase_create("hip vs cpu");
-  int total = 0;
-  for (int p = 0; p < m3idx_npatterns; p++)
-    total += m3idx_patterns[p].variants;
   tcase_set_timeout(t, 1200);
   tcase_add_test(t, backend_reports);
-  tcase_add_loop_test(t, pattern_hip_vs_cpu, 0, total);
+  tcase_add_loop_test(t, pattern_hip_vs_cpu, 0, patterns_total());
   tcase_add_loop_test(t, device_pointers, 0, 2);
   tcase_add_test(t, graph_replay);
   tcase_add_test(t, device_bad_input);

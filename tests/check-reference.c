@@ -40,28 +40,14 @@ static void oracle_sink(struct test_case *tc, void *arg) {
   check_case(tc);
 }
 
-START_TEST(pattern_against_oracle) {
-  /* _i enumerates (pattern, variant) pairs. */
-  int k = _i;
-  for (int p = 0; p < m3idx_npatterns; p++) {
-    if (k < m3idx_patterns[p].variants) {
-      if (!m3idx_patterns[p].gpu_only)
-        m3idx_patterns[p].make(k, oracle_sink, NULL);
-      return;
-    }
-    k -= m3idx_patterns[p].variants;
-  }
-}
+START_TEST(pattern_against_oracle) { patterns_run(_i, 0, oracle_sink, NULL); }
 END_TEST
 
 static Suite *reference_suite(void) {
   Suite *s = suite_create("reference");
   TCase *t = tcase_create("oracle");
-  int total = 0;
-  for (int p = 0; p < m3idx_npatterns; p++)
-    total += m3idx_patterns[p].variants;
   tcase_set_timeout(t, 600);
-  tcase_add_loop_test(t, pattern_against_oracle, 0, total);
+  tcase_add_loop_test(t, pattern_against_oracle, 0, patterns_total());
   suite_add_tcase(s, t);
   return s;
 }

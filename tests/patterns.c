@@ -164,3 +164,21 @@ const struct pattern m3idx_patterns[] = {
     {"large", 3, 1, large},
 };
 const int m3idx_npatterns = (int)(sizeof m3idx_patterns / sizeof m3idx_patterns[0]);
+
+int patterns_total(void) {
+  int total = 0;
+  for (int p = 0; p < m3idx_npatterns; p++)
+    total += m3idx_patterns[p].variants;
+  return total;
+}
+
+void patterns_run(int index, int with_gpu_only, case_sink each, void *arg) {
+  for (int p = 0; p < m3idx_npatterns; p++) {
+    if (index < m3idx_patterns[p].variants) {
+      if (with_gpu_only || !m3idx_patterns[p].gpu_only)
+        m3idx_patterns[p].make(index, each, arg);
+      return;
+    }
+    index -= m3idx_patterns[p].variants;
+  }
+}

@@ -23,4 +23,10 @@ struct pattern {
 extern const struct pattern m3idx_patterns[];
 extern const int m3idx_npatterns;
 
+/* All (pattern, variant) pairs, numbered 0 .. patterns_total()-1. */
+int patterns_total(void);
+/* Make the cases of pair `index' (skipping gpu_only patterns unless
+ * with_gpu_only). */
+void patterns_run(int index, int with_gpu_only, case_sink each, void *arg);
+
 #endif
