@@ -17,6 +17,7 @@
 #endif
 
 #include "bench.h"
+#include "cli.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p, size_t n) {
@@ -66,7 +67,7 @@ double bench_cpu_read_bandwidth(int threads, size_t bytes, int repeats) {
     memset(buf + (size_t)t * chunk, t + 1, chunk); /* first touch by the reader */
   double *times = malloc(sizeof(double) * (size_t)repeats);
   for (int r = 0; r <= repeats; r++) {
-    double t0 = bench_now();
+    double t0 = cli_now();
     uint64_t total = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
     for (int t = 0; t < threads; t++) {
@@ -79,9 +80,9 @@ double bench_cpu_read_bandwidth(int threads, size_t bytes, int repeats) {
     }
     bench_sink += total;
     if (r > 0)
-      times[r - 1] = bench_now() - t0;
+      times[r - 1] = cli_now() - t0;
   }
-  double med = bench_median(times, repeats);
+  double med = cli_median(times, repeats);
   free(times);
   free(buf);
   return (double)(chunk * (size_t)threads) / med;
@@ -123,7 +124,7 @@ double bench_cpu_fma_peak(int threads) {
   int simd = have_avx512();
   double times[3];
   for (int r = 0; r < 4; r++) {
-    double t0 = bench_now();
+    double t0 = cli_now();
     float total = 0.0f;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
     for (int t = 0; t < threads; t++) {
@@ -135,8 +136,8 @@ double bench_cpu_fma_peak(int threads) {
     }
     bench_sink += (uint64_t)total;
     if (r > 0)
-      times[r - 1] = bench_now() - t0;
+      times[r - 1] = cli_now() - t0;
   }
   double lanes = simd ? 16.0 : 1.0, iters = simd ? ITERS : ITERS / 4;
-  return 2.0 * CHAINS * lanes * iters * threads / bench_median(times, 3);
+  return 2.0 * CHAINS * lanes * iters * threads / cli_median(times, 3);
 }

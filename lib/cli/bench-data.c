@@ -15,22 +15,6 @@
 #include "bench.h"
 #include "synth.h"
 
-double bench_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-double bench_median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 void *bench_alloc_cache(size_t bytes) {
   /* One large buffer on transparent huge pages where the kernel offers
      them (madvise mode), as serving engines allocate their caches. */

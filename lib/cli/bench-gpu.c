@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli.h"
 #include "devtools.h"
 
 #ifndef M3IDX_PLUGIN_DIR
@@ -124,7 +125,7 @@ static int time_stage(struct bench_gpu *g, struct timed *t, int repeats, double 
       return -1;
     v[r] = sec / t->calls;
   }
-  *out = bench_median(v, repeats);
+  *out = cli_median(v, repeats);
   m3idx_status st = m3idx_synchronize(t->ctx);
   if (st != M3IDX_OK) {
     snprintf(err, n, "%s", m3idx_last_error(t->ctx));

@@ -44,8 +44,6 @@ void bench_data_free(struct bench_data *d);
 
 /* A large buffer, allocated as serving engines allocate their caches. */
 void *bench_alloc_cache(size_t bytes);
-double bench_now(void);
-double bench_median(double *v, int n);
 
 /* The GPU side; all return 0 on success, or -1 with a message in err. */
 struct bench_gpu;

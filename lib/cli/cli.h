@@ -34,6 +34,8 @@ int cli_parse_float(const char *s, float *out);
 int cli_parse_backend(const char *s, m3idx_backend *out);
 
 double cli_now(void); /* seconds, monotonic */
+/* The median of v[0..n) (sorts v). */
+double cli_median(double *v, int n);
 
 /* A progress line on stderr, only when stderr is a terminal and the run
  * has lasted more than a second; cleared by cli_progress_done. */

@@ -92,16 +92,16 @@ static int cpu_time(struct cpu_call *c, enum bench_stage stage, int fused, int r
   if (repeats > 31)
     repeats = 31;
   for (int r = 0; r <= repeats; r++) {
-    double t0 = bench_now();
+    double t0 = cli_now();
     m3idx_status st = cpu_once(c, stage, fused);
     if (st != M3IDX_OK) {
       cli_library_error("bench", st, m3idx_last_error(c->ctx));
       return -1;
     }
     if (r > 0)
-      v[r - 1] = bench_now() - t0;
+      v[r - 1] = cli_now() - t0;
   }
-  *out = bench_median(v, repeats);
+  *out = cli_median(v, repeats);
   return 0;
 }
 

@@ -30,11 +30,6 @@ struct run {
 
 static const char *stage_names[4] = {"score", "pin", "top-k", "fused"};
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* One stage of one mode; returns its status, or its median time in *t. */
 static m3idx_status stage(struct run *r, const struct synth *s, int prefill, int which,
                           float *scores, double *t) {
@@ -74,8 +69,7 @@ static m3idx_status stage(struct run *r, const struct synth *s, int prefill, int
       return st;
     times[i] = cli_now() - t0;
   }
-  qsort(times + 1, REPEAT, sizeof(double), cmp_double);
-  *t = times[1 + REPEAT / 2];
+  *t = cli_median(times + 1, REPEAT); /* times[0] is the warm-up */
   return M3IDX_OK;
 }
 
