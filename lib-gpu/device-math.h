@@ -1,10 +1,7 @@
 /*
  * device-math.h - SPEC section 4 on the GPU: exact element decoding, the
- * logit of one key in SPEC's order, clamping, and the row geometry with
- * its checks.  Included by the kernels only.
- *
- * The order of every sum is SPEC's, never the warp width's: each thread
- * owns one key and runs its four 32-element sums in element order.
+ * NaN-ignoring maximum, clamping, and the row geometry with its checks.
+ * Included by the kernels only; the logit's sums are in score-core.h.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -31,8 +28,6 @@ M3IDX_DEV float e8m0_f(uint32_t e) {
   return bits_f(e == 255u ? 0x7fc00000u : e == 0u ? 0x00400000u : e << 23);
 }
 
-M3IDX_DEV float bf16_f(uint16_t x) { return bits_f((uint32_t)x << 16); }
-
 M3IDX_DEV float e4m3_f(uint8_t x) {
   uint32_t sign = (uint32_t)(x >> 7) << 31, e = (x >> 3) & 15u, m = x & 7u;
   if (e == 15u && m == 7u)
@@ -42,58 +37,6 @@ M3IDX_DEV float e4m3_f(uint8_t x) {
     return sign ? -v : v;
   }
   return bits_f(sign | ((e + 120u) << 23) | (m << 20));
-}
-
-M3IDX_DEV float query_f(const void *q, int dtype, long long i) {
-  return dtype == 1 ? bf16_f(((const uint16_t *)q)[i]) : e4m3_f(((const uint8_t *)q)[i]);
-}
-
-/* One key in registers: 16 data words (word c holds elements 8c..8c+7,
- * element 8c+m in bits 4m..4m+3) and its four scales. */
-struct key_regs {
-  uint32_t w[16];
-  float sc[4];
-};
-
-M3IDX_DEV void load_key(const uint8_t *page, int slot, key_regs &k) {
-  const uint4 *d = (const uint4 *)(page + 64 * slot);
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    uint4 v = d[i];
-    k.w[4 * i + 0] = v.x;
-    k.w[4 * i + 1] = v.y;
-    k.w[4 * i + 2] = v.z;
-    k.w[4 * i + 3] = v.w;
-  }
-  uint32_t s = *(const uint32_t *)(page + 8192 + 4 * slot);
-#pragma unroll
-  for (int g = 0; g < 4; g++)
-    k.sc[g] = e8m0_f((s >> (8 * g)) & 0xffu);
-}
-
-/* SPEC section 4, steps 2-5.  With fused != 0 the sums use fma, which is
- * exact because |q| <= 2^125 keeps every product finite; otherwise each
- * product is rounded first, as SPEC writes it. */
-M3IDX_DEV float key_logit(const key_regs &k, const float *q, int fused, float scale) {
-  float s[4];
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    float acc = 0.0f;
-    if (fused) {
-#pragma unroll
-      for (int j = 0; j < 32; j++)
-        acc = fmaf(q[32 * g + j], e2m1_f(k.w[4 * g + j / 8] >> (4 * (j % 8))), acc);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 32; j++) {
-        float p = q[32 * g + j] * e2m1_f(k.w[4 * g + j / 8] >> (4 * (j % 8)));
-        acc = acc + p;
-      }
-    }
-    s[g] = acc * k.sc[g];
-  }
-  float logit = ((s[0] + s[1]) + (s[2] + s[3])) * scale;
-  return logit == 0.0f ? 0.0f : logit;
 }
 
 /* NaN-ignoring maximum (NaN only when both are NaN). */
