@@ -57,16 +57,16 @@ static m3idx_status cpu_create(const struct m3idx_backend_config *cfg,
   }
   s->numa = m3idx__cpu_place_threads(s);
   s->max_width = m3idx__blocks_of(cfg->max_model_len);
-  int32_t cap = 0;
   /* The smallest chunk gives the largest map any batch needs. */
-  if (m3idx_work_map_capacity(cfg->max_reqs, s->max_width, 64, 1, &cap) != M3IDX_OK) {
+  int64_t cap = m3idx__work_map_capacity_of(cfg->max_reqs, s->max_width, M3IDX_WORK_CHUNK_MIN);
+  if (cap > INT32_MAX / 2) {
     snprintf(err->msg, sizeof err->msg,
              "max_reqs %d x max_model_len %d need a work map larger than int32 indexing allows",
              (int)cfg->max_reqs, (int)cfg->max_model_len);
     free(s);
     return M3IDX_ERR_LIMIT;
   }
-  s->map_capacity = cap;
+  s->map_capacity = (int32_t)cap;
   size_t rows_heads = (size_t)cfg->max_rows * (size_t)cfg->max_heads;
   s->query_f32 = scratch(s, rows_heads * M3IDX_HEAD_DIM * sizeof(float), 1);
   s->query_unfused = scratch(s, rows_heads, 1);

@@ -160,7 +160,8 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
   s->host_pointers = (cfg->flags & M3IDX_FLAG_HOST_POINTERS) != 0;
   s->max_width = m3idx__blocks_of(cfg->max_model_len);
   /* The largest map any batch needs: the smallest chunk. */
-  s->map_capacity = (int32_t)((int64_t)cfg->max_reqs * ((s->max_width + 7) / 8));
+  s->map_capacity = (int32_t)m3idx__work_map_capacity_of(cfg->max_reqs, s->max_width,
+                                                         M3IDX_WORK_CHUNK_MIN);
   size_t score_bytes =
       (size_t)cfg->max_heads * (size_t)cfg->max_rows * (size_t)s->max_width * sizeof(float);
   hipError_t e;
@@ -253,7 +254,7 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
     int cap = c->work_map_capacity;
     if (map_in == NULL) {
       /* The context's own map, of a capacity fixed by its limits. */
-      cap = (int32_t)((int64_t)s->cfg.max_reqs * ((s->max_width + chunk - 1) / chunk));
+      cap = (int32_t)m3idx__work_map_capacity_of(s->cfg.max_reqs, s->max_width, chunk);
       HIP_TRY(m3idx_gpu_work_map(&g, s->d_map, cap, chunk, st), "work map kernel");
       map_in = s->d_map;
     }

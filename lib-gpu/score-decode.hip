@@ -8,6 +8,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include "score-core.h"
+#include "work-map.h"
 
 #define ENTRY_SPLIT 4
 
@@ -31,7 +32,7 @@ score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
       atomicOr(c.err, M3IDX_GPU_BAD_SEQ_LENS);
     return;
   }
-  const int b0 = w & 0x00ffffff, count = w >> 24, nblocks = (s + 127) / 128;
+  const int b0 = w & M3IDX_WORK_FIRST_MASK, count = w >> M3IDX_WORK_COUNT_SHIFT, nblocks = (s + 127) / 128;
   if (count < 1 || b0 + count > nblocks) {
     if (t == 0 && part == 0)
       atomicOr(c.err, M3IDX_GPU_BAD_WORK_MAP);

@@ -8,6 +8,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include "device-math.h"
+#include "work-map.h"
 
 #define MAP_THREADS 256
 
@@ -49,7 +50,7 @@ work_map_kernel(gpu_call c, int32_t *map, int capacity, int chunk) {
     for (int b0 = 0; b0 < n; b0 += chunk, e++) {
       int cnt = min(chunk, n - b0);
       map[2 * e] = r;
-      map[2 * e + 1] = b0 | (cnt << 24);
+      map[2 * e + 1] = b0 | (cnt << M3IDX_WORK_COUNT_SHIFT);
     }
   }
   for (long long u = offset[MAP_THREADS] + t; u < capacity; u += MAP_THREADS) {

@@ -292,13 +292,11 @@ m3idx_status m3idx__check_work_map(m3idx_context *ctx, const int32_t *map,
   for (int32_t r = 0; r < c->num_reqs; r++) {
     int32_t n = m3idx__blocks_of(c->seq_lens[r]);
     for (int32_t b0 = 0; b0 < n; b0 += chunk, e++) {
-      int32_t count = n - b0 < chunk ? n - b0 : chunk;
-      if (map[2 * e] != r ||
-          map[2 * e + 1] != (b0 | (count << M3IDX_WORK_COUNT_SHIFT)))
+      int32_t want = m3idx__work_entry(b0, n - b0 < chunk ? n - b0 : chunk);
+      if (map[2 * e] != r || map[2 * e + 1] != want)
         FAIL(ctx, M3IDX_ERR_WORK_MAP,
              "work_map entry %lld is {%d, %d}, expected {%d, %d}: rebuild the map with m3idx_work_map_build for these seq_lens, query_len and num_heads",
-             (long long)e, (int)map[2 * e], (int)map[2 * e + 1], (int)r,
-             (int)(b0 | (count << M3IDX_WORK_COUNT_SHIFT)));
+             (long long)e, (int)map[2 * e], (int)map[2 * e + 1], (int)r, (int)want);
     }
   }
   for (; e < capacity; e++)

@@ -27,7 +27,7 @@ void m3idx__work_map_fill(int32_t *map, int32_t capacity,
     for (int32_t b0 = 0; b0 < n; b0 += chunk) {
       int32_t count = n - b0 < chunk ? n - b0 : chunk;
       map[2 * e] = r;
-      map[2 * e + 1] = b0 | (count << M3IDX_WORK_COUNT_SHIFT);
+      map[2 * e + 1] = m3idx__work_entry(b0, count);
       e++;
     }
   }
@@ -55,8 +55,8 @@ m3idx_status m3idx_work_map_capacity(int32_t max_reqs, int32_t max_blocks,
   if (num_heads < 1)
     return m3idx__fail(NULL, M3IDX_ERR_INVALID_SIZE,
                        "num_heads is %d, must be >= 1", (int)num_heads);
-  int32_t chunk = m3idx__work_chunk_blocks(query_len, num_heads);
-  int64_t cap = (int64_t)max_reqs * ((max_blocks + chunk - 1) / chunk);
+  int64_t cap = m3idx__work_map_capacity_of(max_reqs, max_blocks,
+                                            m3idx__work_chunk_blocks(query_len, num_heads));
   if (cap > INT32_MAX / 2)
     return m3idx__fail(NULL, M3IDX_ERR_INVALID_SIZE,
                        "a work map for %d requests of %d blocks would have %lld entries, more than int32 indexing allows",

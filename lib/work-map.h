@@ -14,11 +14,23 @@
 
 #define M3IDX_WORK_COUNT_SHIFT 24
 #define M3IDX_WORK_FIRST_MASK 0x00ffffff
+#define M3IDX_WORK_CHUNK_MIN 8 /* the smallest chunk: maps of it are the largest */
 
 /* Blocks per work item: fewer when a block carries more rows of work. */
 static inline int32_t m3idx__work_chunk_blocks(int32_t query_len, int32_t num_heads) {
   int64_t rows = (int64_t)query_len * num_heads;
-  return rows <= 2 ? 32 : rows <= 8 ? 16 : 8;
+  return rows <= 2 ? 32 : rows <= 8 ? 16 : M3IDX_WORK_CHUNK_MIN;
+}
+
+/* The second int32 of an entry. */
+static inline int32_t m3idx__work_entry(int32_t first_block, int32_t count) {
+  return first_block | (count << M3IDX_WORK_COUNT_SHIFT);
+}
+
+/* Entries that bound every batch of max_reqs requests of max_blocks blocks. */
+static inline int64_t m3idx__work_map_capacity_of(int32_t max_reqs, int32_t max_blocks,
+                                                  int32_t chunk) {
+  return (int64_t)max_reqs * ((max_blocks + chunk - 1) / chunk);
 }
 
 static inline int32_t m3idx__blocks_of(int64_t tokens) {
