@@ -57,11 +57,28 @@ TARGET static INLINE void transpose16(__m512i x[16]) {
   }
 }
 
+/* The 16 e2m1 values, as a vpermps table. */
+TARGET static INLINE __m512 e2m1_lut(void) {
+  static const uint32_t e2m1_bits[16] = M3IDX__E2M1_BITS_INIT;
+  return _mm512_castsi512_ps(_mm512_loadu_si512(e2m1_bits));
+}
+
+/* The e8m0 scales of 16 keys as fp32, group g. */
+TARGET static INLINE __m512 scales16(const uint8_t *page, int t0, int g) {
+  const __m512i ff = _mm512_set1_epi32(0xff);
+  __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 4 * t0);
+  __m512i e = _mm512_and_si512(_mm512_srli_epi32(s, 8 * g), ff);
+  __m512i f = _mm512_slli_epi32(e, 23);
+  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                            _mm512_set1_epi32(0x00400000));
+  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, ff), _mm512_set1_epi32(0x7fc00000));
+  return _mm512_castsi512_ps(f);
+}
+
 /* Decode keys [t0, t0 + 16) into kt[d][half*16 ..] and sc[g][half*16 ..]. */
 TARGET static INLINE void decode16(const uint8_t *page, int t0, int half,
                             float (*kt)[TILE], float (*sc)[TILE]) {
-  static const uint32_t e2m1_bits[16] = M3IDX__E2M1_BITS_INIT;
-  const __m512 lut = _mm512_castsi512_ps(_mm512_loadu_si512(e2m1_bits));
+  const __m512 lut = e2m1_lut();
   __m512i x[16];
   UNROLL
   for (int k = 0; k < 16; k++)
@@ -76,18 +93,9 @@ TARGET static INLINE void decode16(const uint8_t *page, int t0, int half,
       __m512i idx = _mm512_srli_epi32(x[c], 4 * m);
       _mm512_store_ps(&kt[8 * c + m][16 * half], _mm512_permutexvar_ps(idx, lut));
     }
-  __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 4 * t0);
-  const __m512i ff = _mm512_set1_epi32(0xff);
   UNROLL
-  for (int g = 0; g < 4; g++) {
-    __m512i e = _mm512_and_si512(_mm512_srli_epi32(s, 8 * g), ff);
-    __m512i f = _mm512_slli_epi32(e, 23);
-    f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
-                              _mm512_set1_epi32(0x00400000));
-    f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, ff),
-                              _mm512_set1_epi32(0x7fc00000));
-    _mm512_store_ps(&sc[g][16 * half], _mm512_castsi512_ps(f));
-  }
+  for (int g = 0; g < 4; g++)
+    _mm512_store_ps(&sc[g][16 * half], scales16(page, t0, g));
 }
 
 /* Logits of one row against the 32 keys of the tile. */
@@ -135,18 +143,6 @@ TARGET static INLINE void row_logits(const float *q, int unfused,
   *l1 = _mm512_mask_mov_ps(d1, _mm512_cmp_ps_mask(d1, zero, _CMP_EQ_OQ), zero);
 }
 
-/* The e8m0 scales of 16 keys as fp32, group g. */
-TARGET static INLINE __m512 scales16(const uint8_t *page, int t0, int g) {
-  const __m512i ff = _mm512_set1_epi32(0xff);
-  __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 4 * t0);
-  __m512i e = _mm512_and_si512(_mm512_srli_epi32(s, 8 * g), ff);
-  __m512i f = _mm512_slli_epi32(e, 23);
-  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
-                            _mm512_set1_epi32(0x00400000));
-  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(e, ff), _mm512_set1_epi32(0x7fc00000));
-  return _mm512_castsi512_ps(f);
-}
-
 /* Steps 3-5 of SPEC section 4 on 16 keys' four group sums. */
 TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a[4], __m512 scale) {
   __m512 sg[4];
@@ -164,8 +160,7 @@ TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a
  * (4 groups x 2 halves) run interleaved, element order kept in each. */
 TARGET static INLINE void direct32_logits(const uint8_t *page, int t0, const float *q,
                                           int unfused, __m512 scale, __m512 *l0, __m512 *l1) {
-  static const uint32_t e2m1_bits[16] = M3IDX__E2M1_BITS_INIT;
-  const __m512 lut = _mm512_castsi512_ps(_mm512_loadu_si512(e2m1_bits));
+  const __m512 lut = e2m1_lut();
   _Alignas(64) __m512i x0[16], x1[16];
   UNROLL
   for (int k = 0; k < 16; k++) {
