@@ -9,6 +9,7 @@
 #define M3IDX_GPU_DEVICE_MATH_H
 
 #include "kernels.h"
+#include "work-map.h"
 
 #define M3IDX_DEV __device__ __forceinline__
 
@@ -104,6 +105,38 @@ M3IDX_DEV const uint8_t *page_of(const gpu_call &c, int r, int b) {
     return nullptr;
   }
   return c.pages + (long long)id * 8704;
+}
+
+/* Work-map entry e (SPEC section 9): its request *r, that request's
+ * seq_len *s and block range [*b0, *b0 + *count).  0 for an unused entry;
+ * -1 (and a bit in *err, from one thread) for one not of this batch. */
+M3IDX_DEV int map_entry(const gpu_call &c, const int32_t *map, int e, int *r, int *s, int *b0,
+                        int *count) {
+  const int req = map[2 * e], w = map[2 * e + 1];
+  if (req == -1)
+    return 0;
+  if (req < 0 || req >= c.num_reqs) {
+    if (threadIdx.x == 0)
+      atomicOr(c.err, M3IDX_GPU_BAD_WORK_MAP);
+    return -1;
+  }
+  const int len = c.seq_lens[req];
+  if (len < c.query_len || len > c.max_seq_len) {
+    if (threadIdx.x == 0)
+      atomicOr(c.err, M3IDX_GPU_BAD_SEQ_LENS);
+    return -1;
+  }
+  const int first = w & M3IDX_WORK_FIRST_MASK, n = w >> M3IDX_WORK_COUNT_SHIFT;
+  if (n < 1 || first + n > (len + 127) / 128) {
+    if (threadIdx.x == 0)
+      atomicOr(c.err, M3IDX_GPU_BAD_WORK_MAP);
+    return -1;
+  }
+  *r = req;
+  *s = len;
+  *b0 = first;
+  *count = n;
+  return 1;
 }
 
 #endif /* M3IDX_GPU_DEVICE_MATH_H */

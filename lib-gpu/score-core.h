@@ -94,34 +94,71 @@ M3IDX_DEV void load_query(const gpu_call &c, const score_pair &p, float *q32, in
   *unfused = big;
 }
 
+/* The eight e2m1 codes of a word (element i in bits 4i..4i+3) as fp32,
+ * without a table: byte permutes pick each magnitude's two bf16 bytes
+ * (0, 0.5, 1, 1.5, 2, 3, 4, 6 are bf16 values), then the sign is or'ed in.
+ * Bit for bit what e2m1_f gives (prefill decodes its keys with it). */
+M3IDX_DEV void e2m1_word(uint32_t w, float v[8]) {
+  const uint32_t a = w & 0x77777777u, a2 = a >> 16;
+  const uint32_t hi0 = __byte_perm(0x3f3f3f00u, 0x40404040u, a);
+  const uint32_t lo0 = __byte_perm(0xc0800000u, 0xc0804000u, a);
+  const uint32_t hi1 = __byte_perm(0x3f3f3f00u, 0x40404040u, a2);
+  const uint32_t lo1 = __byte_perm(0xc0800000u, 0xc0804000u, a2);
+  const uint32_t p[4] = {__byte_perm(lo0, hi0, 0x5140u), __byte_perm(lo0, hi0, 0x7362u),
+                         __byte_perm(lo1, hi1, 0x5140u), __byte_perm(lo1, hi1, 0x7362u)};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    v[2 * i] = bits_f((p[i] << 16) | ((w << (28 - 8 * i)) & 0x80000000u));
+    v[2 * i + 1] = bits_f((p[i] & 0xffff0000u) | ((w << (24 - 8 * i)) & 0x80000000u));
+  }
+}
+
 /* Sum of one lane's 32 products, in element order (fma is exact unless a
  * product overflows; then each product is rounded first). */
-M3IDX_DEV float group_sum(const score_smem &sm, const uint4 &d, const float *q32, int fused) {
-  const int col = threadIdx.x & 15;
+template <bool FUSED>
+M3IDX_DEV float group_sum(const score_smem &sm, const uint4 &d, const float *q32) {
+  const uint32_t col8 = (threadIdx.x & 15u) * 8u;
   const uint32_t w[4] = {d.x, d.y, d.z, d.w};
   float acc = 0.0f;
-  if (fused) {
 #pragma unroll
-    for (int ww = 0; ww < 4; ww++)
+  for (int ww = 0; ww < 4; ww++)
 #pragma unroll
-      for (int bb = 0; bb < 4; bb++) {
-        float2 v = sm.lut[(w[ww] >> (8 * bb)) & 0xffu][col];
-        acc = fmaf(q32[8 * ww + 2 * bb], v.x, acc);
-        acc = fmaf(q32[8 * ww + 2 * bb + 1], v.y, acc);
-      }
-  } else {
-#pragma unroll
-    for (int ww = 0; ww < 4; ww++)
-#pragma unroll
-      for (int bb = 0; bb < 4; bb++) {
-        float2 v = sm.lut[(w[ww] >> (8 * bb)) & 0xffu][col];
-        float p0 = q32[8 * ww + 2 * bb] * v.x;
+    for (int bb = 0; bb < 4; bb++) {
+      /* The byte's table row as a byte offset (rows are 128 bytes), or'ed
+         with this lane's column: one shift and one logic op. */
+      const uint32_t row = bb == 0 ? w[ww] << 7 : w[ww] >> (8 * bb - 7);
+      const float2 x = *(const float2 *)((const char *)sm.lut + ((row & 0x7f80u) | col8));
+      const float q0 = q32[8 * ww + 2 * bb], q1 = q32[8 * ww + 2 * bb + 1];
+      if (FUSED) {
+        acc = fmaf(q0, x.x, acc);
+        acc = fmaf(q1, x.y, acc);
+      } else {
+        const float p0 = q0 * x.x;
         acc = acc + p0;
-        float p1 = q32[8 * ww + 2 * bb + 1] * v.y;
+        const float p1 = q1 * x.y;
         acc = acc + p1;
       }
-  }
+    }
   return acc;
+}
+
+template <bool FUSED>
+M3IDX_DEV void group_sums(const score_smem &sm, const page_regs &pr, const float *q32,
+                          float (&gs)[KEYS_PER_THREAD]) {
+#pragma unroll
+  for (int i = 0; i < KEYS_PER_THREAD; i++)
+    gs[i] = group_sum<FUSED>(sm, pr.d[i], q32);
+}
+
+/* Write the block score: the clamped maximum; an all-NaN block scores the
+ * one quiet NaN 0x7fc00000 on every backend (on the integer bits, since
+ * LLVM treats NaN payloads as unspecified and may fold a floating-point
+ * `v != v ? NaN : v'). */
+M3IDX_DEV void store_score(const gpu_call &c, int head, int row, int b, float best) {
+  uint32_t u = f_bits(clamp_score(best));
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    u = 0x7fc00000u;
+  ((uint32_t *)c.scores)[((long long)head * c.num_rows + row) * c.stride + b] = u;
 }
 
 /* Reduce v (NaN-ignoring max) over the block; lane 0 of warp 0 gets it in
@@ -153,9 +190,14 @@ M3IDX_DEV void score_chunk_q(const gpu_call &c, score_smem &sm, const page_regs 
     best[k] = nan_f();
     if (k >= n)
       continue;
+    float gs[KEYS_PER_THREAD];
+    if (unfused[k])
+      group_sums<false>(sm, pr, q[k], gs);
+    else
+      group_sums<true>(sm, pr, q[k], gs);
 #pragma unroll
     for (int i = 0; i < KEYS_PER_THREAD; i++) {
-      float s = group_sum(sm, pr.d[i], q[k], !unfused[k]) * pr.sc[i];
+      float s = gs[i] * pr.sc[i];
       float s01 = s + M3IDX_SHFL_XOR(s, 1);
       float dot = s01 + M3IDX_SHFL_XOR(s01, 2);
       float logit = dot * c.scale;
@@ -170,15 +212,8 @@ M3IDX_DEV void score_chunk_q(const gpu_call &c, score_smem &sm, const page_regs 
     if (k >= n)
       break;
     block_max(sm, best[k], k);
-    if (t == 0) {
-      /* An all-NaN block scores the one quiet NaN 0x7fc00000 on every
-         backend; on the integer bits, since LLVM treats NaN payloads as
-         unspecified and may fold a floating-point `v != v ? NaN : v'. */
-      uint32_t u = f_bits(clamp_score(sm.red[0][k]));
-      if ((u & 0x7fffffffu) > 0x7f800000u)
-        u = 0x7fc00000u;
-      ((uint32_t *)c.scores)[((long long)p[k].head * c.num_rows + p[k].row) * c.stride + b] = u;
-    }
+    if (t == 0)
+      store_score(c, p[k].head, p[k].row, b, sm.red[0][k]);
     __syncthreads();
   }
 }

@@ -10,34 +10,20 @@
 #include "score-core.h"
 #include "work-map.h"
 
+#include <stdlib.h>
+
 #define ENTRY_SPLIT 4
 
-/* ONE_PAIR: a single (row, head) per request, whose query is loaded once. */
+/* ONE_PAIR: a single (row, head) per request, whose query is loaded once
+ * (score-decode-one.hip has the kernel such calls use). */
 template <bool ONE_PAIR>
 __global__ void __launch_bounds__(SCORE_THREADS, 6)
 score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
   __shared__ score_smem sm;
-  const int e = blockIdx.x / ENTRY_SPLIT, part = blockIdx.x % ENTRY_SPLIT, t = threadIdx.x;
-  const int r = map[2 * e], w = map[2 * e + 1];
-  if (r == -1)
+  int r, s, b0, count;
+  if (map_entry(c, map, blockIdx.x / ENTRY_SPLIT, &r, &s, &b0, &count) <= 0)
     return;
-  if (r < 0 || r >= c.num_reqs) {
-    if (t == 0)
-      atomicOr(c.err, M3IDX_GPU_BAD_WORK_MAP);
-    return;
-  }
-  const int s = c.seq_lens[r];
-  if (s < c.query_len || s > c.max_seq_len) {
-    if (t == 0)
-      atomicOr(c.err, M3IDX_GPU_BAD_SEQ_LENS);
-    return;
-  }
-  const int b0 = w & M3IDX_WORK_FIRST_MASK, count = w >> M3IDX_WORK_COUNT_SHIFT, nblocks = (s + 127) / 128;
-  if (count < 1 || b0 + count > nblocks) {
-    if (t == 0 && part == 0)
-      atomicOr(c.err, M3IDX_GPU_BAD_WORK_MAP);
-    return;
-  }
+  const int part = blockIdx.x % ENTRY_SPLIT;
   if (part >= count)
     return;
   fill_lut(sm);
@@ -51,24 +37,23 @@ score_decode_kernel(gpu_call c, const int32_t *map, int capacity) {
   page_regs cur;
   for (int b = b0 + part; b < b0 + count; b += ENTRY_SPLIT) {
     const uint8_t *page = page_of(c, r, b);
-    if (page)
-      load_page(page, cur);
-    if (page) {
-      for (int p0 = 0; p0 < npairs; p0 += CHUNK_PAIRS) {
-        score_pair pairs[CHUNK_PAIRS];
-        int n = 0;
-        for (int k = p0; k < npairs && n < CHUNK_PAIRS; k++) {
-          int j = k / c.num_heads, h = k % c.num_heads;
-          int pos = s - c.query_len + j;
-          if (b * 128 > pos)
-            continue; /* later rows see more: this row does not see block b */
-          pairs[n++] = score_pair{r * c.query_len + j, h, min(128, pos - b * 128 + 1)};
-        }
-        if (n > 0 && ONE_PAIR)
-          score_chunk_q(c, sm, cur, b, pairs, n, q1, unfused1);
-        else if (n > 0)
-          score_chunk(c, sm, cur, b, pairs, n);
+    if (page == nullptr)
+      continue;
+    load_page(page, cur);
+    for (int p0 = 0; p0 < npairs; p0 += CHUNK_PAIRS) {
+      score_pair pairs[CHUNK_PAIRS];
+      int n = 0;
+      for (int k = p0; k < npairs && n < CHUNK_PAIRS; k++) {
+        int j = k / c.num_heads, h = k % c.num_heads;
+        int pos = s - c.query_len + j;
+        if (b * 128 > pos)
+          continue; /* later rows see more: this row does not see block b */
+        pairs[n++] = score_pair{r * c.query_len + j, h, min(128, pos - b * 128 + 1)};
       }
+      if (n > 0 && ONE_PAIR)
+        score_chunk_q(c, sm, cur, b, pairs, n, q1, unfused1);
+      else if (n > 0)
+        score_chunk(c, sm, cur, b, pairs, n);
     }
   }
 }
@@ -77,6 +62,9 @@ hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map, 
                                   hipStream_t s) {
   if (capacity <= 0)
     return hipSuccess;
+  const char *e = getenv("M3IDX_GPU_DECODE"); /* tuning: "old" */
+  if (c->query_len * c->num_heads == 1 && !(e && e[0] == 'o'))
+    return m3idx_gpu_score_decode_one(c, map, capacity, s);
   if (c->query_len * c->num_heads == 1)
     hipLaunchKernelGGL(score_decode_kernel<true>, dim3((unsigned)capacity * ENTRY_SPLIT),
                        dim3(SCORE_THREADS), 0, s, *c, map, capacity);

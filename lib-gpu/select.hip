@@ -1,21 +1,29 @@
 /*
  * select.hip - clamping, forced-block pinning and the top-16 of each
  * (head, row) (SPEC sections 6 and 7).  One block of threads per (row,
- * head): each thread keeps the best 16 of a strided share of the blocks,
- * then the lists are merged pairwise in shared memory.  The order is a
- * total one (score, then block id), so the result does not depend on how
- * the work is split.
+ * head), on rank keys that order (score, then block id) totally, no two
+ * blocks sharing one, so the result does not depend on how the work is
+ * split:
+ *  1. the 16 groups of 32 threads each take the largest key they read;
+ *     the smallest of those 16 maxima is at most the 16th largest key;
+ *  2. the keys at or above it (few, unless many scores tie) are gathered
+ *     in shared memory and each finds its rank among them;
+ *  3. when too many are gathered, a radix select, eight bits at a time
+ *     from the top with a shared histogram, finds the 16th largest key
+ *     among them first.
+ * Each pass re-reads the row (small enough for the cache).
  *
  * SPDX-License-Identifier: MIT
  */
 #include "device-math.h"
 
-#define SELECT_THREADS 256
+#define SELECT_THREADS 512
 #define TOPK 16
+#define RADIX_BITS 8
+#define RADIX_BINS (1 << RADIX_BITS)
 
 /* Unsigned order = top-k order: score descending (-0 as +0, NaN below
- * every number), then block id ascending.  0 never occurs: it marks an
- * empty slot. */
+ * every number), then block id ascending. */
 M3IDX_DEV unsigned long long rank_key(float score, int id) {
   uint32_t u = f_bits(score), k;
   if (score != score)
@@ -38,70 +46,161 @@ M3IDX_DEV float pinned(float s, int b, int n, int init_blocks, int local_blocks)
   return s;
 }
 
+#define GATHER_MAX 1024 /* keys ranked directly in shared memory */
+
+struct select_smem {
+  unsigned hist[RADIX_BINS];
+  unsigned part[32];             /* sums of 8 bins each */
+  unsigned long long gmax[SELECT_THREADS / 32];
+  unsigned long long keys[GATHER_MAX];
+  int n, digit, count;
+  unsigned above;
+};
+
+/* The digit d of this pass: sum(hist[> d]) < want <= sum(hist[>= d]).
+ * Sets sm.digit, sm.above (the keys in bins above it) and sm.count (in it). */
+M3IDX_DEV void choose_digit(select_smem &sm, unsigned want) {
+  const int t = threadIdx.x;
+  if (t < 32) {
+    unsigned s = 0;
+    for (int i = 0; i < 8; i++)
+      s += sm.hist[8 * t + i];
+    sm.part[t] = s;
+  }
+  __syncthreads();
+  if (t < 32) {
+    unsigned above = 0;
+    for (int m = t + 1; m < 32; m++)
+      above += sm.part[m];
+    if (above < want && want <= above + sm.part[t]) {
+      for (int d = 8 * t + 7; d >= 8 * t; d--) {
+        unsigned h = sm.hist[d];
+        if (above + h >= want) {
+          sm.digit = d;
+          sm.above = above;
+          sm.count = (int)h;
+          break;
+        }
+        above += h;
+      }
+    }
+  }
+  __syncthreads();
+}
+
 __global__ void __launch_bounds__(SELECT_THREADS)
 pin_topk_kernel(gpu_call c, const float *scores_in, int pin, int write_pinned, int32_t *topk) {
-  /* One padding slot a list: rows of 17 x 8 bytes spread the threads of a
-     warp over the banks (16 x 8 would put them all in one). */
-  __shared__ unsigned long long lists[SELECT_THREADS][TOPK + 1];
-  __shared__ int s_n;
+  __shared__ select_smem sm;
   const int row = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
   if (t == 0) {
     int r;
     int pos = row_position(c, row, &r);
-    s_n = pos < 0 ? -1 : pos / 128 + 1;
+    sm.n = pos < 0 ? -1 : pos / 128 + 1;
   }
   __syncthreads();
-  const int n = s_n;
+  const int n = sm.n;
   if (n < 0)
     return; /* bad lengths: reported, nothing written */
   const long long off = ((long long)h * c.num_rows + row) * c.stride;
-  unsigned long long best[TOPK];
-#pragma unroll
-  for (int i = 0; i < TOPK; i++)
-    best[i] = 0;
-  for (int b = t; b < n; b += SELECT_THREADS) {
-    float s = scores_in[off + b];
-    if (pin) {
-      s = pinned(s, b, n, c.init_blocks, c.local_blocks);
-      if (write_pinned)
-        c.scores[off + b] = s;
-    }
-    if (topk == nullptr)
-      continue;
-    unsigned long long key = rank_key(s, b);
-    if (key <= best[TOPK - 1])
-      continue;
-    best[TOPK - 1] = key;
-#pragma unroll
-    for (int i = TOPK - 1; i > 0; i--)
-      if (best[i] > best[i - 1]) {
-        unsigned long long x = best[i];
-        best[i] = best[i - 1];
-        best[i - 1] = x;
-      }
-  }
+  const float *in = scores_in + off;
+  if (pin && write_pinned)
+    for (int b = t; b < n; b += SELECT_THREADS)
+      c.scores[off + b] = pinned(in[b], b, n, c.init_blocks, c.local_blocks);
   if (topk == nullptr)
     return;
-#pragma unroll
-  for (int i = 0; i < TOPK; i++)
-    lists[t][i] = best[i];
+  /* After the writes above, pinning again is a no-op: every pass may
+     apply it to what it reads. */
+#define KEY_OF(b) rank_key(pin ? pinned(in[b], b, n, c.init_blocks, c.local_blocks) : in[b], b)
+  const int need = n < TOPK ? n : TOPK;
+  /* 1. A floor: the least of 16 maxima of disjoint sets of keys (a set
+     with no key gives 0, and then every key passes). */
+  unsigned long long m = 0;
+  for (int b = t; b < n; b += SELECT_THREADS) {
+    unsigned long long key = KEY_OF(b);
+    m = key > m ? key : m;
+  }
+  for (int x = 1; x < 32; x <<= 1) {
+    unsigned long long o = M3IDX_SHFL_XOR(m, x);
+    m = o > m ? o : m;
+  }
+  if ((t & 31) == 0)
+    sm.gmax[t >> 5] = m;
+  if (t == 0)
+    sm.count = 0;
   __syncthreads();
-  for (int half = SELECT_THREADS / 2; half > 0; half /= 2) {
-    if (t < half) {
-      const unsigned long long *a = lists[t], *bl = lists[t + half];
-      unsigned long long merged[TOPK];
-      int ia = 0, ib = 0;
-      for (int i = 0; i < TOPK; i++)
-        merged[i] = a[ia] >= bl[ib] ? a[ia++] : bl[ib++];
-      for (int i = 0; i < TOPK; i++)
-        lists[t][i] = merged[i];
+  unsigned long long floor_key = sm.gmax[0];
+  for (int i = 1; i < SELECT_THREADS / 32; i++)
+    floor_key = sm.gmax[i] < floor_key ? sm.gmax[i] : floor_key;
+  /* 2. Gather the keys at or above the floor (the top `need' among them). */
+  for (int b = t; b < n; b += SELECT_THREADS) {
+    unsigned long long key = KEY_OF(b);
+    if (key >= floor_key) {
+      int slot = atomicAdd(&sm.count, 1);
+      if (slot < GATHER_MAX)
+        sm.keys[slot] = key;
+    }
+  }
+  __syncthreads();
+  const int gathered = sm.count;
+  int32_t *out = topk + ((long long)h * c.num_rows + row) * TOPK;
+  if (gathered <= GATHER_MAX) {
+    for (int i = t; i < gathered; i += SELECT_THREADS) {
+      unsigned long long k = sm.keys[i];
+      int rank = 0;
+      for (int j = 0; j < gathered; j++)
+        rank += sm.keys[j] > k;
+      if (rank < TOPK)
+        out[rank] = (int32_t)(0xffffffffu - (uint32_t)k);
+    }
+    if (t >= need && t < TOPK)
+      out[t] = -1;
+    return;
+  }
+  /* 3. Radix select of the need-th largest key over the keys above the floor. */
+  unsigned long long prefix = 0, mask = 0;
+  unsigned want = (unsigned)need;
+  for (int shift = 64 - RADIX_BITS;; shift -= RADIX_BITS) {
+    __syncthreads(); /* everyone has read sm before it is reused */
+    for (int i = t; i < RADIX_BINS; i += SELECT_THREADS)
+      sm.hist[i] = 0;
+    __syncthreads();
+    for (int b = t; b < n; b += SELECT_THREADS) {
+      unsigned long long key = KEY_OF(b);
+      if (key >= floor_key && (key & mask) == prefix)
+        atomicAdd(&sm.hist[(unsigned)(key >> shift) & (RADIX_BINS - 1)], 1u);
     }
     __syncthreads();
+    choose_digit(sm, want);
+    prefix |= (unsigned long long)sm.digit << shift;
+    mask |= (unsigned long long)(RADIX_BINS - 1) << shift;
+    want -= sm.above;
+    /* Keys are unique, so the last pass always ends here. */
+    if ((unsigned)sm.count == want || shift == 0)
+      break;
   }
-  if (t < TOPK) {
-    unsigned long long k = lists[0][t];
-    topk[((long long)h * c.num_rows + row) * TOPK + t] =
-        k == 0 ? -1 : (int32_t)(0xffffffffu - (uint32_t)k);
+  /* Exactly `need' keys have (key & mask) >= prefix: rank them. */
+  __syncthreads();
+  if (t == 0)
+    sm.count = 0;
+  __syncthreads();
+  for (int b = t; b < n; b += SELECT_THREADS) {
+    unsigned long long key = KEY_OF(b);
+    if ((key & mask) >= prefix) {
+      int slot = atomicAdd(&sm.count, 1);
+      if (slot < TOPK)
+        sm.keys[slot] = key;
+    }
+  }
+#undef KEY_OF
+  __syncthreads();
+  if (t < need) {
+    unsigned long long k = sm.keys[t];
+    int rank = 0;
+    for (int j = 0; j < need; j++)
+      rank += sm.keys[j] > k;
+    out[rank] = (int32_t)(0xffffffffu - (uint32_t)k);
+  } else if (t < TOPK) {
+    out[t] = -1;
   }
 }
 
