@@ -40,15 +40,6 @@ M3IDX_DEV float e4m3_f(uint8_t x) {
   return bits_f(sign | ((e + 120u) << 23) | (m << 20));
 }
 
-/* NaN-ignoring maximum (NaN only when both are NaN). */
-M3IDX_DEV float max_ignoring_nan(float a, float b) {
-  if (a != a)
-    return b;
-  if (b != b)
-    return a;
-  return b > a ? b : a;
-}
-
 /* SPEC section 6's clamp, on the bits: positive floats order like their
  * bits, and NaN (any payload) and negative values pass unchanged.  A float
  * select would let the compiler turn it into a min that rewrites NaNs. */

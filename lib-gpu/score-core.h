@@ -1,15 +1,17 @@
 /*
- * score-core.h - one page against (row, head) pairs: the part of scoring
- * that decode and prefill share.
+ * score-core.h - what the scoring kernels share: the e2m1 decoding (a
+ * shared byte table, and the table-free e2m1_word), the query loads, the
+ * in-order group sums of SPEC section 4, the score store, and the general
+ * decode path's page-per-block scoring.
  *
- * A block of SCORE_THREADS threads scores a page.  Four consecutive lanes
- * (a team) own one key, lane g of the team its scale group g: it loads the
- * group's 16 bytes (so a warp's loads are contiguous) and sums its 32
- * products in element order, as SPEC section 4 fixes; the team then adds
- * the four scaled sums as (s0 + s1) + (s2 + s3) through butterflies of
- * distance 1 and 2 (IEEE addition commutes, so every lane of the team gets
- * the same bits).  Nothing depends on the warp width: teams of 4 divide
- * any warp, and the block maximum is order-free.
+ * In the page-per-block path a block of SCORE_THREADS threads scores a
+ * page.  Four consecutive lanes (a team) own one key, lane g of the team
+ * its scale group g: it loads the group's 16 bytes (so a warp's loads are
+ * contiguous) and sums its 32 products in element order; the team then
+ * adds the four scaled sums as (s0 + s1) + (s2 + s3) through butterflies
+ * of distance 1 and 2 (IEEE addition commutes, so every lane of the team
+ * gets the same bits).  Nothing depends on the warp width: teams of 4
+ * divide any warp, and the block maximum is order-free.
  *
  * e2m1 pairs are decoded through a shared table of byte -> (low, high)
  * float pairs, replicated over 16 columns so that the lanes of a half-warp
@@ -24,7 +26,6 @@
 
 #define SCORE_THREADS 128
 #define KEYS_PER_THREAD 4 /* 128 keys x 4 groups / 128 threads */
-#define CHUNK_PAIRS 1     /* (row, head) pairs whose queries live in registers at once */
 #define MAX_WARPS (SCORE_THREADS / 32)
 
 struct score_pair {
@@ -33,7 +34,7 @@ struct score_pair {
 
 struct score_smem {
   float2 lut[256][16];           /* byte -> e2m1 of its low and high nibble */
-  float red[MAX_WARPS][CHUNK_PAIRS];
+  float red[MAX_WARPS];
 };
 
 M3IDX_DEV void fill_lut(score_smem &sm) {
@@ -42,6 +43,26 @@ M3IDX_DEV void fill_lut(score_smem &sm) {
     sm.lut[byte][i % 16] = make_float2(e2m1_f((uint32_t)byte & 15u), e2m1_f((uint32_t)byte >> 4));
   }
 }
+
+/* A lane's column of the table.  A lookup should cost a byte extraction,
+ * one multiply-add for the address and the load; on NVIDIA the address is
+ * kept as a shared-window offset, since nvcc otherwise rebuilds it as
+ * ((byte * 16 + column) * 8 + base) in three instructions. */
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+typedef uint32_t lut_column;
+M3IDX_DEV lut_column lut_column_of(const score_smem &sm) {
+  return (uint32_t)__cvta_generic_to_shared(&sm.lut[0][threadIdx.x & 15u]);
+}
+M3IDX_DEV float2 lut_at(lut_column col, uint32_t byte) {
+  float2 v;
+  asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(col + (byte << 7)));
+  return v;
+}
+#else
+typedef const float2 *lut_column;
+M3IDX_DEV lut_column lut_column_of(const score_smem &sm) { return &sm.lut[0][threadIdx.x & 15u]; }
+M3IDX_DEV float2 lut_at(lut_column col, uint32_t byte) { return col[16u * byte]; }
+#endif
 
 /* What a thread holds of a page: its group's 16 bytes of 4 keys, and their scales. */
 struct page_regs {
@@ -117,17 +138,15 @@ M3IDX_DEV void e2m1_word(uint32_t w, float v[8]) {
  * product overflows; then each product is rounded first). */
 template <bool FUSED>
 M3IDX_DEV float group_sum(const score_smem &sm, const uint4 &d, const float *q32) {
-  const uint32_t col8 = (threadIdx.x & 15u) * 8u;
+  const lut_column col = lut_column_of(sm);
   const uint32_t w[4] = {d.x, d.y, d.z, d.w};
   float acc = 0.0f;
 #pragma unroll
   for (int ww = 0; ww < 4; ww++)
 #pragma unroll
     for (int bb = 0; bb < 4; bb++) {
-      /* The byte's table row as a byte offset (rows are 128 bytes), or'ed
-         with this lane's column: one shift and one logic op. */
-      const uint32_t row = bb == 0 ? w[ww] << 7 : w[ww] >> (8 * bb - 7);
-      const float2 x = *(const float2 *)((const char *)sm.lut + ((row & 0x7f80u) | col8));
+      const uint32_t byte = bb == 3 ? w[ww] >> 24 : __byte_perm(w[ww], 0u, 0x4440u + (uint32_t)bb);
+      const float2 x = lut_at(col, byte);
       const float q0 = q32[8 * ww + 2 * bb], q1 = q32[8 * ww + 2 * bb + 1];
       if (FUSED) {
         acc = fmaf(q0, x.x, acc);
@@ -161,72 +180,47 @@ M3IDX_DEV void store_score(const gpu_call &c, int head, int row, int b, float be
   ((uint32_t *)c.scores)[((long long)head * c.num_rows + row) * c.stride + b] = u;
 }
 
-/* Reduce v (NaN-ignoring max) over the block; lane 0 of warp 0 gets it in
- * sm.red[0][p].  Every thread calls it; it ends with a barrier. */
-M3IDX_DEV void block_max(score_smem &sm, float v, int p) {
+/* v's NaN-ignoring maximum over the block of threads, for every thread.
+ * Every thread calls it (it holds a barrier). */
+M3IDX_DEV float block_max(score_smem &sm, float v) {
   for (int m = 4; m < warpSize; m <<= 1)
-    v = max_ignoring_nan(v, M3IDX_SHFL_XOR(v, m));
+    v = fmaxf(v, M3IDX_SHFL_XOR(v, m)); /* NaN-ignoring */
   const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
   if (lane == 0)
-    sm.red[warp][p] = v;
+    sm.red[warp] = v;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float r = sm.red[0][p];
-    for (int i = 1; i < SCORE_THREADS / warpSize; i++)
-      r = max_ignoring_nan(r, sm.red[i][p]);
-    sm.red[0][p] = r;
-  }
+  float r = sm.red[0];
+  for (int i = 1; i < SCORE_THREADS / warpSize; i++)
+    r = fmaxf(r, sm.red[i]);
+  return r;
 }
 
-/* Score block b for pairs p[0..n), n <= CHUNK_PAIRS.  Every thread calls
- * this with the same arguments. */
-M3IDX_DEV void score_chunk_q(const gpu_call &c, score_smem &sm, const page_regs &pr, int b,
-                             const score_pair *p, int n, const float (*q)[32],
-                             const int *unfused) {
-  const int t = threadIdx.x;
-  float best[CHUNK_PAIRS];
+/* Score block b for one (row, head) pair.  Every thread calls this with
+ * the same arguments. */
+M3IDX_DEV void score_pair_page(const gpu_call &c, score_smem &sm, const page_regs &pr, int b,
+                               const score_pair &p) {
+  float q[32];
+  int unfused;
+  load_query(c, p, q, &unfused);
+  float gs[KEYS_PER_THREAD];
+  if (unfused)
+    group_sums<false>(sm, pr, q, gs);
+  else
+    group_sums<true>(sm, pr, q, gs);
+  float best = nan_f();
 #pragma unroll
-  for (int k = 0; k < CHUNK_PAIRS; k++) {
-    best[k] = nan_f();
-    if (k >= n)
-      continue;
-    float gs[KEYS_PER_THREAD];
-    if (unfused[k])
-      group_sums<false>(sm, pr, q[k], gs);
-    else
-      group_sums<true>(sm, pr, q[k], gs);
-#pragma unroll
-    for (int i = 0; i < KEYS_PER_THREAD; i++) {
-      float s = gs[i] * pr.sc[i];
-      float s01 = s + M3IDX_SHFL_XOR(s, 1);
-      float dot = s01 + M3IDX_SHFL_XOR(s01, 2);
-      float logit = dot * c.scale;
-      logit = logit == 0.0f ? 0.0f : logit;
-      int key = (t >> 2) + 32 * i;
-      if (key < p[k].nkeys)
-        best[k] = max_ignoring_nan(best[k], logit);
-    }
+  for (int i = 0; i < KEYS_PER_THREAD; i++) {
+    float s = gs[i] * pr.sc[i];
+    float s01 = s + M3IDX_SHFL_XOR(s, 1);
+    float dot = s01 + M3IDX_SHFL_XOR(s01, 2);
+    float logit = dot * c.scale + 0.0f; /* -0 counts as +0 */
+    if ((int)(threadIdx.x >> 2) + 32 * i < p.nkeys)
+      best = fmaxf(best, logit); /* NaN-ignoring */
   }
-#pragma unroll
-  for (int k = 0; k < CHUNK_PAIRS; k++) {
-    if (k >= n)
-      break;
-    block_max(sm, best[k], k);
-    if (t == 0)
-      store_score(c, p[k].head, p[k].row, b, sm.red[0][k]);
-    __syncthreads();
-  }
-}
-
-M3IDX_DEV void score_chunk(const gpu_call &c, score_smem &sm, const page_regs &pr, int b,
-                           const score_pair *p, int n) {
-  float q[CHUNK_PAIRS][32];
-  int unfused[CHUNK_PAIRS] = {0};
-#pragma unroll
-  for (int k = 0; k < CHUNK_PAIRS; k++)
-    if (k < n)
-      load_query(c, p[k], q[k], &unfused[k]);
-  score_chunk_q(c, sm, pr, b, p, n, q, unfused);
+  best = block_max(sm, best);
+  if (threadIdx.x == 0)
+    store_score(c, p.head, p.row, b, best);
+  __syncthreads(); /* sm.red is free again */
 }
 
 #endif /* M3IDX_GPU_SCORE_CORE_H */

@@ -17,30 +17,39 @@
  */
 #include "score-core.h"
 
-#include <stdlib.h>
+#define ENTRY_SPLIT_ONE 2 /* 2 and 4 measured 206 and 218 us at 64 x 128K on an H200 */
 
-#define ENTRY_SPLIT_ONE 2
 #define GROUPS (SCORE_THREADS / 32)
+#define STEP_KEYS 4 /* keys of a lane in flight at once */
+#define STEPS (128 / (8 * STEP_KEYS))
 
-/* The table, filled column by column so that the lanes of a warp write
- * 16 columns of 2 rows, without bank conflicts. */
-M3IDX_DEV void fill_lut_by_columns(score_smem &sm) {
-  const int col = threadIdx.x & 15, row0 = threadIdx.x >> 4;
-  for (int byte = row0; byte < 256; byte += SCORE_THREADS / 16)
-    sm.lut[byte][col] = make_float2(e2m1_f((uint32_t)byte & 15u), e2m1_f((uint32_t)byte >> 4));
+/* A lane's share of one step of a page: its group's 16 bytes of STEP_KEYS
+ * keys, and their scale bytes. */
+struct step_regs {
+  uint4 d[STEP_KEYS];
+  uint32_t sc[STEP_KEYS];
+};
+
+M3IDX_DEV int step_key(int team, int step, int k) { return team + 8 * (STEP_KEYS * step + k); }
+
+M3IDX_DEV void load_step(const uint8_t *page, int step, int team, int g, step_regs &x) {
+#pragma unroll
+  for (int k = 0; k < STEP_KEYS; k++) {
+    const int key = step_key(team, step, k);
+    x.d[k] = *(const uint4 *)(page + 64 * key + 16 * g);
+    x.sc[k] = page[8192 + 4 * key + g];
+  }
 }
 
-template <bool FUSED, int STEP_KEYS>
-M3IDX_DEV void step_sums(const score_smem &sm, const uint4 (&d)[STEP_KEYS], const float *q32,
+template <bool FUSED>
+M3IDX_DEV void step_sums(const score_smem &sm, const step_regs &x, const float *q32,
                          float (&gs)[STEP_KEYS]) {
 #pragma unroll
   for (int k = 0; k < STEP_KEYS; k++)
-    gs[k] = group_sum<FUSED>(sm, d[k], q32);
+    gs[k] = group_sum<FUSED>(sm, x.d[k], q32);
 }
 
-/* STEP_KEYS: keys of a lane in flight at once. */
-template <int STEP_KEYS>
-__global__ void __launch_bounds__(SCORE_THREADS, STEP_KEYS == 4 ? 5 : 6)
+__global__ void __launch_bounds__(SCORE_THREADS, 5)
 score_decode_one_kernel(gpu_call c, const int32_t *map, int capacity) {
   __shared__ score_smem sm;
   const int t = threadIdx.x, lane = t & 31, group = t >> 5, team = lane >> 2, g = lane & 3;
@@ -50,51 +59,46 @@ score_decode_one_kernel(gpu_call c, const int32_t *map, int capacity) {
   const int part = blockIdx.x % ENTRY_SPLIT_ONE;
   if (part >= count)
     return;
-  fill_lut_by_columns(sm);
+  fill_lut(sm);
   float q[32];
   int unfused;
   load_query(c, score_pair{r, 0, 128}, q, &unfused); /* row r: query_len 1 */
   __syncthreads();
   const int pos = s - 1, end = b0 + count, stride = ENTRY_SPLIT_ONE * GROUPS;
-  /* This group's pages: b = first, first + stride, ... < end; each in
-     128 / (8 * STEP_KEYS) steps of STEP_KEYS keys a lane. */
+  /* This group's pages: b = first, first + stride, ... < end, each in
+     STEPS steps of STEP_KEYS keys a lane. */
   const int first = b0 + part + ENTRY_SPLIT_ONE * group;
-  const int steps = 128 / (8 * STEP_KEYS);
   const uint8_t *page = first < end ? page_of(c, r, first) : nullptr;
-  uint4 cur[STEP_KEYS], nxt[STEP_KEYS];
+  step_regs cur, nxt;
   if (page)
-#pragma unroll
-    for (int k = 0; k < STEP_KEYS; k++)
-      cur[k] = *(const uint4 *)(page + 64 * (team + 8 * k) + 16 * g);
+    load_step(page, 0, team, g, cur);
   float best = nan_f();
   for (int b = first; b < end;) {
-    for (int step = 0; step < steps; step++) {
+#pragma unroll 1
+    for (int step = 0; step < STEPS; step++) {
       /* What comes next: the next step of this page, or the next page's first. */
       const uint8_t *np = page;
       int nstep = step + 1, nb = b;
-      if (nstep == steps) {
+      if (nstep == STEPS) {
         nstep = 0;
         nb = b + stride;
         np = nb < end ? page_of(c, r, nb) : nullptr;
       }
       if (np)
-#pragma unroll
-        for (int k = 0; k < STEP_KEYS; k++)
-          nxt[k] = *(const uint4 *)(np + 64 * (team + 8 * (STEP_KEYS * nstep + k)) + 16 * g);
+        load_step(np, nstep, team, g, nxt);
       if (page) {
         float gs[STEP_KEYS];
         if (unfused)
-          step_sums<false, STEP_KEYS>(sm, cur, q, gs);
+          step_sums<false>(sm, cur, q, gs);
         else
-          step_sums<true, STEP_KEYS>(sm, cur, q, gs);
+          step_sums<true>(sm, cur, q, gs);
 #pragma unroll
         for (int k = 0; k < STEP_KEYS; k++) {
-          const int key = team + 8 * (STEP_KEYS * step + k);
-          float sg = gs[k] * e8m0_f(page[8192 + 4 * key + g]);
+          float sg = gs[k] * e8m0_f(cur.sc[k]);
           float s01 = sg + M3IDX_SHFL_XOR(sg, 1);
           float dot = s01 + M3IDX_SHFL_XOR(s01, 2);
           float logit = dot * c.scale + 0.0f; /* -0 counts as +0 */
-          if (b * 128 + key <= pos)
+          if (b * 128 + step_key(team, step, k) <= pos)
             best = fmaxf(best, logit); /* NaN-ignoring */
         }
       }
@@ -108,20 +112,14 @@ score_decode_one_kernel(gpu_call c, const int32_t *map, int capacity) {
         page = np;
         b = nb;
       }
-#pragma unroll
-      for (int k = 0; k < STEP_KEYS; k++)
-        cur[k] = nxt[k];
+      cur = nxt;
     }
   }
 }
 
 hipError_t m3idx_gpu_score_decode_one(const struct gpu_call *c, const int32_t *map,
                                       int capacity, hipStream_t s) {
-  const char *e = getenv("M3IDX_GPU_DECODE"); /* tuning */
-  void (*k)(gpu_call, const int32_t *, int) = score_decode_one_kernel<4>;
-  if (e && e[0] == '2')
-    k = score_decode_one_kernel<2>;
-  hipLaunchKernelGGL(k, dim3((unsigned)capacity * ENTRY_SPLIT_ONE),
+  hipLaunchKernelGGL(score_decode_one_kernel, dim3((unsigned)capacity * ENTRY_SPLIT_ONE),
                      dim3(SCORE_THREADS), 0, s, *c, map, capacity);
   return hipGetLastError();
 }

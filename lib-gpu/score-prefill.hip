@@ -25,6 +25,7 @@ struct prefill_smem {
   float red[4][PF_PAIRS];
   int req[PF_PAIRS], pos[PF_PAIRS];
   int huge[4];      /* a query element of group g beyond 2^125: unfused */
+  int nseg, seg_req[PF_PAIRS], seg_diagonal[PF_PAIRS]; /* the tile's segments for block b */
 };
 
 /* Stage scale group g of the page and of the tile's queries. */
@@ -197,22 +198,30 @@ __global__ void __launch_bounds__(PF_THREADS, 2) score_prefill_kernel(gpu_call c
     }
     __syncthreads();
     /* Rows are request-major, so the pairs of a request that see block b
-       are consecutive: one segment per request. */
-    int i = 0;
-    while (i < PF_PAIRS) {
-      if (sm.pos[i] < b * 128) {
-        i++;
-        continue;
+       are consecutive: one segment per request, listed by one thread. */
+    if (t == 0) {
+      int n = 0;
+      for (int i = 0; i < PF_PAIRS;) {
+        if (sm.pos[i] < b * 128) {
+          i++;
+          continue;
+        }
+        const int r = sm.req[i];
+        int diagonal = 0; /* a row of the segment sees only part of block b */
+        for (; i < PF_PAIRS && sm.req[i] == r; i++)
+          diagonal |= sm.pos[i] >= b * 128 && sm.pos[i] < b * 128 + 127;
+        sm.seg_req[n] = r;
+        sm.seg_diagonal[n++] = diagonal;
       }
-      const int r = sm.req[i];
-      int end = i, diagonal = 0;
-      for (; end < PF_PAIRS && sm.req[end] == r; end++)
-        diagonal |= sm.pos[end] >= b * 128 && sm.pos[end] < b * 128 + 127;
-      /* diagonal: a row of the segment sees only part of block b. */
+      sm.nseg = n;
+    }
+    __syncthreads();
+    const int nseg = sm.nseg;
+    for (int i = 0; i < nseg; i++) {
+      const int r = sm.seg_req[i];
       const uint8_t *page = page_of(c, r, b);
       if (page != nullptr)
-        score_segment(c, sm, page, b, r, pair0, npairs, diagonal);
-      i = end;
+        score_segment(c, sm, page, b, r, pair0, npairs, sm.seg_diagonal[i]);
     }
   }
 }
