@@ -157,9 +157,14 @@ TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a
 
 /* One row against 32 keys straight from the page, without the fp32 tile:
  * the path when a page has a single row (decode, one head).  Eight sums
- * (4 groups x 2 halves) run interleaved, element order kept in each. */
-TARGET static INLINE void direct32_logits(const uint8_t *page, int t0, const float *q,
-                                          int unfused, __m512 scale, __m512 *l0, __m512 *l1) {
+ * (4 groups x 2 halves) run interleaved, element order kept in each; the
+ * eight words of an octet of elements are taken into registers once, and
+ * the query is broadcast from memory where it is used (a function of its
+ * own, so that the compiler does not hoist 128 broadcasts out of the
+ * caller's loop and spill the sums to make room for them). */
+TARGET static INLINE void direct32_body(const uint8_t *page, int t0, const float *q,
+                                        const int unfused, __m512 scale, __m512 *l0,
+                                        __m512 *l1) {
   const __m512 lut = e2m1_lut();
   _Alignas(64) __m512i x0[16], x1[16];
   UNROLL
@@ -175,24 +180,44 @@ TARGET static INLINE void direct32_logits(const uint8_t *page, int t0, const flo
     a0[g] = _mm512_setzero_ps();
     a1[g] = _mm512_setzero_ps();
   }
-  UNROLL
-  for (int j = 0; j < 32; j++) {
+  for (int jo = 0; jo < 4; jo++) {
+    __m512i w0[4], w1[4]; /* elements 32g + 8jo .. 32g + 8jo + 7 of the 32 keys */
     UNROLL
     for (int g = 0; g < 4; g++) {
-      __m512 qb = _mm512_set1_ps(q[32 * g + j]);
-      __m512 k0 = _mm512_permutexvar_ps(_mm512_srli_epi32(x0[4 * g + j / 8], 4 * (j % 8)), lut);
-      __m512 k1 = _mm512_permutexvar_ps(_mm512_srli_epi32(x1[4 * g + j / 8], 4 * (j % 8)), lut);
-      if (!unfused) {
-        a0[g] = _mm512_fmadd_ps(qb, k0, a0[g]);
-        a1[g] = _mm512_fmadd_ps(qb, k1, a1[g]);
-      } else {
-        a0[g] = _mm512_add_ps(a0[g], _mm512_mul_ps(qb, k0));
-        a1[g] = _mm512_add_ps(a1[g], _mm512_mul_ps(qb, k1));
+      w0[g] = x0[4 * g + jo];
+      w1[g] = x1[4 * g + jo];
+    }
+    UNROLL
+    for (int jj = 0; jj < 8; jj++) {
+      UNROLL
+      for (int g = 0; g < 4; g++) {
+        const __m512 qb = _mm512_set1_ps(q[32 * g + 8 * jo + jj]);
+        const __m512 k0 = _mm512_permutexvar_ps(_mm512_srli_epi32(w0[g], 4 * jj), lut);
+        const __m512 k1 = _mm512_permutexvar_ps(_mm512_srli_epi32(w1[g], 4 * jj), lut);
+        if (!unfused) {
+          a0[g] = _mm512_fmadd_ps(qb, k0, a0[g]);
+          a1[g] = _mm512_fmadd_ps(qb, k1, a1[g]);
+        } else {
+          a0[g] = _mm512_add_ps(a0[g], _mm512_mul_ps(qb, k0));
+          a1[g] = _mm512_add_ps(a1[g], _mm512_mul_ps(qb, k1));
+        }
       }
     }
   }
   *l0 = finish16(page, t0, a0, scale);
   *l1 = finish16(page, t0 + 16, a1, scale);
+}
+
+TARGET static __attribute__((noinline)) void direct32_fused(const uint8_t *page, int t0,
+                                                            const float *q, __m512 scale,
+                                                            __m512 *l0, __m512 *l1) {
+  direct32_body(page, t0, q, 0, scale, l0, l1);
+}
+
+TARGET static __attribute__((noinline)) void direct32_unfused(const uint8_t *page, int t0,
+                                                              const float *q, __m512 scale,
+                                                              __m512 *l0, __m512 *l1) {
+  direct32_body(page, t0, q, 1, scale, l0, l1);
 }
 
 static inline __mmask16 first_lanes(int n) {
@@ -216,9 +241,9 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page,
           _mm_prefetch((const char *)page + 64 * (t0 + TILE + k), _MM_HINT_T0);
       __m512 l0, l1;
       if (rows[0].unfused)
-        direct32_logits(page, t0, rows[0].q, 1, vscale, &l0, &l1);
+        direct32_unfused(page, t0, rows[0].q, vscale, &l0, &l1);
       else
-        direct32_logits(page, t0, rows[0].q, 0, vscale, &l0, &l1);
+        direct32_fused(page, t0, rows[0].q, vscale, &l0, &l1);
       __mmask16 ok0 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0), l0, l0, _CMP_ORD_Q);
       __mmask16 ok1 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0 - 16), l1, l1, _CMP_ORD_Q);
       if ((ok0 | ok1) == 0)
