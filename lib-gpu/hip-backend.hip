@@ -164,7 +164,13 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
                                                          M3IDX_WORK_CHUNK_MIN);
   size_t score_bytes =
       (size_t)cfg->max_heads * (size_t)cfg->max_rows * (size_t)s->max_width * sizeof(float);
-  hipError_t e;
+  hipError_t e = m3idx_gpu_score_prefill_setup();
+  if (e != hipSuccess) {
+    snprintf(err->msg, sizeof err->msg, "the prefill kernel's shared memory: %s",
+             hipGetErrorString(e));
+    hip_destroy(s);
+    return M3IDX_ERR_BACKEND_UNAVAILABLE;
+  }
   if ((e = hipMalloc((void **)&s->d_err, sizeof(unsigned))) != hipSuccess ||
       (e = hipMalloc((void **)&s->d_scores, score_bytes)) != hipSuccess ||
       (e = hipMalloc((void **)&s->d_map, (size_t)s->map_capacity * 2 * sizeof(int32_t))) !=

@@ -40,6 +40,8 @@ typedef cudaDeviceProp hipDeviceProp_t;
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 
 /* hipLaunchKernelGGL(kernel, grid, block, shared bytes, stream, args...) */
 #define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \
