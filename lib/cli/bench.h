@@ -22,11 +22,13 @@ struct bench_result {
   double roofline_ratio;
   double flops_per_s;       /* 2 * 128 per (row, head, key) */
   double peak_flops_per_s;
+  double page_read_bytes_per_s; /* CPU: pages read in shuffled order, alone; 0 on the GPU */
   const char *verified;     /* "yes", "no", "-" */
 };
 
 /* CPU ceilings, measured in the same run. */
 double bench_cpu_read_bandwidth(int threads, size_t bytes, int repeats);
+double bench_cpu_page_read_bandwidth(int threads, size_t bytes, int repeats);
 double bench_cpu_fma_peak(int threads);
 
 /* Synthetic decode / prefill data: random page bytes (e8m0 scales around
