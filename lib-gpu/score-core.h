@@ -1,17 +1,16 @@
 /*
- * score-core.h - what the scoring kernels share: the e2m1 decoding (a
- * shared byte table, and the table-free e2m1_word), the query loads, the
- * in-order group sums of SPEC section 4, the score store, and the general
- * decode path's page-per-block scoring.
+ * score-core.h - what the decode kernels share: the e2m1 decoding (a
+ * shared byte table, and the table-free e2m1_word that prefill uses), the
+ * query loads, the in-order group sum of SPEC section 4, and the score
+ * store.
  *
- * In the page-per-block path a block of SCORE_THREADS threads scores a
- * page.  Four consecutive lanes (a team) own one key, lane g of the team
- * its scale group g: it loads the group's 16 bytes (so a warp's loads are
- * contiguous) and sums its 32 products in element order; the team then
- * adds the four scaled sums as (s0 + s1) + (s2 + s3) through butterflies
- * of distance 1 and 2 (IEEE addition commutes, so every lane of the team
- * gets the same bits).  Nothing depends on the warp width: teams of 4
- * divide any warp, and the block maximum is order-free.
+ * The decode kernels give a key to a team of four consecutive lanes, lane
+ * g of the team its scale group g: it loads the group's 16 bytes (so a
+ * warp's loads are contiguous) and sums its 32 products in element order;
+ * the team then adds the four scaled sums as (s0 + s1) + (s2 + s3)
+ * through butterflies of distance 1 and 2 (IEEE addition commutes, so
+ * every lane of the team gets the same bits).  Nothing depends on the warp
+ * width: teams of 4 divide any warp, and block maxima are order-free.
  *
  * e2m1 pairs are decoded through a shared table of byte -> (low, high)
  * float pairs, replicated over 16 columns so that the lanes of a half-warp
@@ -25,16 +24,13 @@
 #include "device-math.h"
 
 #define SCORE_THREADS 128
-#define KEYS_PER_THREAD 4 /* 128 keys x 4 groups / 128 threads */
-#define MAX_WARPS (SCORE_THREADS / 32)
 
 struct score_pair {
   int row, head, nkeys; /* nkeys: causal keys of this block for the row, 1..128 */
 };
 
 struct score_smem {
-  float2 lut[256][16];           /* byte -> e2m1 of its low and high nibble */
-  float red[MAX_WARPS];
+  float2 lut[256][16]; /* byte -> e2m1 of its low and high nibble */
 };
 
 M3IDX_DEV void fill_lut(score_smem &sm) {
@@ -64,20 +60,9 @@ M3IDX_DEV lut_column lut_column_of(const score_smem &sm) { return &sm.lut[0][thr
 M3IDX_DEV float2 lut_at(lut_column col, uint32_t byte) { return col[16u * byte]; }
 #endif
 
-/* What a thread holds of a page: its group's 16 bytes of 4 keys, and their scales. */
-struct page_regs {
-  uint4 d[KEYS_PER_THREAD];
-  float sc[KEYS_PER_THREAD];
-};
-
-M3IDX_DEV void load_page(const uint8_t *page, page_regs &pr) {
-  const int t = threadIdx.x, g = t & 3;
-#pragma unroll
-  for (int i = 0; i < KEYS_PER_THREAD; i++) {
-    int key = (t >> 2) + 32 * i;
-    pr.d[i] = *(const uint4 *)(page + 64 * key + 16 * g);
-    pr.sc[i] = e8m0_f(page[8192 + 4 * key + g]);
-  }
+/* Byte bb of w (bb a constant after unrolling). */
+M3IDX_DEV uint32_t byte_of(uint32_t w, int bb) {
+  return bb == 3 ? w >> 24 : __byte_perm(w, 0u, 0x4440u + (uint32_t)bb);
 }
 
 /* The 32 query elements of this lane's group, for one pair. */
@@ -145,8 +130,7 @@ M3IDX_DEV float group_sum(const score_smem &sm, const uint4 &d, const float *q32
   for (int ww = 0; ww < 4; ww++)
 #pragma unroll
     for (int bb = 0; bb < 4; bb++) {
-      const uint32_t byte = bb == 3 ? w[ww] >> 24 : __byte_perm(w[ww], 0u, 0x4440u + (uint32_t)bb);
-      const float2 x = lut_at(col, byte);
+      const float2 x = lut_at(col, byte_of(w[ww], bb));
       const float q0 = q32[8 * ww + 2 * bb], q1 = q32[8 * ww + 2 * bb + 1];
       if (FUSED) {
         acc = fmaf(q0, x.x, acc);
@@ -161,14 +145,6 @@ M3IDX_DEV float group_sum(const score_smem &sm, const uint4 &d, const float *q32
   return acc;
 }
 
-template <bool FUSED>
-M3IDX_DEV void group_sums(const score_smem &sm, const page_regs &pr, const float *q32,
-                          float (&gs)[KEYS_PER_THREAD]) {
-#pragma unroll
-  for (int i = 0; i < KEYS_PER_THREAD; i++)
-    gs[i] = group_sum<FUSED>(sm, pr.d[i], q32);
-}
-
 /* Write the block score: the clamped maximum; an all-NaN block scores the
  * one quiet NaN 0x7fc00000 on every backend (on the integer bits, since
  * LLVM treats NaN payloads as unspecified and may fold a floating-point
@@ -178,49 +154,6 @@ M3IDX_DEV void store_score(const gpu_call &c, int head, int row, int b, float be
   if ((u & 0x7fffffffu) > 0x7f800000u)
     u = 0x7fc00000u;
   ((uint32_t *)c.scores)[((long long)head * c.num_rows + row) * c.stride + b] = u;
-}
-
-/* v's NaN-ignoring maximum over the block of threads, for every thread.
- * Every thread calls it (it holds a barrier). */
-M3IDX_DEV float block_max(score_smem &sm, float v) {
-  for (int m = 4; m < warpSize; m <<= 1)
-    v = fmaxf(v, M3IDX_SHFL_XOR(v, m)); /* NaN-ignoring */
-  const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
-  if (lane == 0)
-    sm.red[warp] = v;
-  __syncthreads();
-  float r = sm.red[0];
-  for (int i = 1; i < SCORE_THREADS / warpSize; i++)
-    r = fmaxf(r, sm.red[i]);
-  return r;
-}
-
-/* Score block b for one (row, head) pair.  Every thread calls this with
- * the same arguments. */
-M3IDX_DEV void score_pair_page(const gpu_call &c, score_smem &sm, const page_regs &pr, int b,
-                               const score_pair &p) {
-  float q[32];
-  int unfused;
-  load_query(c, p, q, &unfused);
-  float gs[KEYS_PER_THREAD];
-  if (unfused)
-    group_sums<false>(sm, pr, q, gs);
-  else
-    group_sums<true>(sm, pr, q, gs);
-  float best = nan_f();
-#pragma unroll
-  for (int i = 0; i < KEYS_PER_THREAD; i++) {
-    float s = gs[i] * pr.sc[i];
-    float s01 = s + M3IDX_SHFL_XOR(s, 1);
-    float dot = s01 + M3IDX_SHFL_XOR(s01, 2);
-    float logit = dot * c.scale + 0.0f; /* -0 counts as +0 */
-    if ((int)(threadIdx.x >> 2) + 32 * i < p.nkeys)
-      best = fmaxf(best, logit); /* NaN-ignoring */
-  }
-  best = block_max(sm, best);
-  if (threadIdx.x == 0)
-    store_score(c, p.head, p.row, b, best);
-  __syncthreads(); /* sm.red is free again */
 }
 
 #endif /* M3IDX_GPU_SCORE_CORE_H */
