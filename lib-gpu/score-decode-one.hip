@@ -74,7 +74,7 @@ score_decode_one_kernel(gpu_call c, const int32_t *map, int capacity) {
     load_step(page, 0, team, g, cur);
   float best = nan_f();
   for (int b = first; b < end;) {
-#pragma unroll 1
+#pragma unroll /* the steps of a page (1 and 2 a time: 206.7 and 210.0 us against 201.8) */
     for (int step = 0; step < STEPS; step++) {
       /* What comes next: the next step of this page, or the next page's first. */
       const uint8_t *np = page;
