@@ -58,57 +58,59 @@ static int have_avx512(void) {
 
 volatile uint64_t bench_sink;
 
-double bench_cpu_read_bandwidth(int threads, size_t bytes, int repeats) {
-  uint8_t *buf = bench_alloc_cache(bytes); /* as the page cache is allocated */
-  if (buf == NULL)
+static uint64_t read_span(const uint8_t *p, size_t n, int simd) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (simd)
+    return read_avx512(p, n);
+#endif
+  (void)simd;
+  return read_plain(p, n);
+}
+
+/* Bytes per second of reading `spans' spans of `bytes' bytes (multiples
+ * of 256), span order[i] (or i) the i-th, shared among the threads: the
+ * median of `repeats' reads after one warm-up. */
+static double timed_read(const uint8_t *buf, const int32_t *order, int64_t spans, size_t bytes,
+                         int threads, int repeats) {
+  double *times = malloc(sizeof(double) * (size_t)repeats);
+  if (times == NULL)
     return 0.0;
   int simd = have_avx512();
-  size_t chunk = bytes / (size_t)(threads > 0 ? threads : 1) / 256 * 256;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; t++)
-    memset(buf + (size_t)t * chunk, t + 1, chunk); /* first touch by the reader */
-  double *times = malloc(sizeof(double) * (size_t)repeats);
   for (int r = 0; r <= repeats; r++) {
     double t0 = cli_now();
     uint64_t total = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
-    for (int t = 0; t < threads; t++) {
-      const uint8_t *p = buf + (size_t)t * chunk;
-#if defined(__x86_64__) && defined(__GNUC__)
-      total += simd ? read_avx512(p, chunk) : read_plain(p, chunk);
-#else
-      total += read_plain(p, chunk);
-#endif
-    }
+    for (int64_t i = 0; i < spans; i++)
+      total += read_span(buf + (size_t)(order ? order[i] : i) * bytes, bytes, simd);
     bench_sink += total;
     if (r > 0)
       times[r - 1] = cli_now() - t0;
   }
   double med = cli_median(times, repeats);
   free(times);
-  free(buf);
-  return (double)(chunk * (size_t)threads) / med;
+  return (double)spans * (double)bytes / med;
 }
 
-/* Sum of one page's bytes (8704 = 34 x 256: whole steps of either loop). */
-static uint64_t read_page(const uint8_t *p, int simd) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (simd)
-    return read_avx512(p, M3IDX_PAGE_BYTES);
-#endif
-  (void)simd;
-  return read_plain(p, M3IDX_PAGE_BYTES);
+double bench_cpu_read_bandwidth(int threads, size_t bytes, int repeats) {
+  uint8_t *buf = bench_alloc_cache(bytes); /* as the page cache is allocated */
+  if (buf == NULL)
+    return 0.0;
+  size_t chunk = bytes / (size_t)(threads > 0 ? threads : 1) / 256 * 256;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; t++)
+    memset(buf + (size_t)t * chunk, t + 1, chunk); /* first touch by the reader */
+  double bps = timed_read(buf, NULL, threads, chunk, threads, repeats);
+  free(buf);
+  return bps;
 }
 
 double bench_cpu_page_read_bandwidth(int threads, size_t bytes, int repeats) {
-  const int32_t pages = (int32_t)(bytes / M3IDX_PAGE_BYTES);
+  const int32_t pages = (int32_t)(bytes / M3IDX_PAGE_BYTES); /* 8704 = 34 x 256 */
   uint8_t *buf = bench_alloc_cache((size_t)pages * M3IDX_PAGE_BYTES);
   int32_t *order = malloc(sizeof(int32_t) * (size_t)pages);
-  double *times = malloc(sizeof(double) * (size_t)repeats);
-  if (buf == NULL || order == NULL || times == NULL) {
+  if (buf == NULL || order == NULL) {
     free(buf);
     free(order);
-    free(times);
     return 0.0;
   }
   uint64_t x = 0x9e3779b97f4a7c15u; /* a fixed shuffle (xorshift64) */
@@ -122,25 +124,13 @@ double bench_cpu_page_read_bandwidth(int threads, size_t bytes, int repeats) {
     order[i] = order[j];
     order[j] = t;
   }
-  int simd = have_avx512();
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int32_t i = 0; i < pages; i++)
+  for (int32_t i = 0; i < pages; i++) /* first touch by the reader */
     memset(buf + (size_t)order[i] * M3IDX_PAGE_BYTES, i & 0xff, M3IDX_PAGE_BYTES);
-  for (int r = 0; r <= repeats; r++) {
-    double t0 = cli_now();
-    uint64_t total = 0;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
-    for (int32_t i = 0; i < pages; i++)
-      total += read_page(buf + (size_t)order[i] * M3IDX_PAGE_BYTES, simd);
-    bench_sink += total;
-    if (r > 0)
-      times[r - 1] = cli_now() - t0;
-  }
-  double med = cli_median(times, repeats);
-  free(times);
+  double bps = timed_read(buf, order, pages, M3IDX_PAGE_BYTES, threads, repeats);
   free(order);
   free(buf);
-  return (double)pages * M3IDX_PAGE_BYTES / med;
+  return bps;
 }
 
 #define CHAINS 16
