@@ -10,9 +10,9 @@
  * 4 lanes own a key, lane g its scale group g (as in score-core.h): the
  * lane decodes its 32 e2m1 elements of two keys at once, through the
  * shared byte table, and runs the in-order sums of the pass's pairs
- * against them side by side, the queries read from shared memory; the team adds the scaled
- * group sums as (s0 + s1) + (s2 + s3) through butterflies of distance 1
- * and 2, and the page maximum of each pair goes through butterflies of
+ * against them side by side, the queries read from shared memory; the
+ * team adds the scaled group sums as (s0 + s1) + (s2 + s3) through
+ * butterflies of distance 1 and 2, and the page maximum of each pair goes through butterflies of
  * distance 4, 8 and 16, inside any warp width.  A pass takes NP = 2, 4 or
  * 8 pairs (the kernel is built for each).
  *
@@ -21,7 +21,7 @@
 #include "score-core.h"
 #include "work-map.h"
 
-#define ENTRY_SPLIT 2 /* 1, 2, 4: 762, 753, 757 us at 64 x 128K q1 h4 on an H200 */
+#define ENTRY_SPLIT 2 /* 1, 2, 4 (one key at a time): 762, 753, 757 us at 64 x 128K q1 h4 */
 #define GROUPS (SCORE_THREADS / 32)
 #define PASS_PAIRS 8 /* the most pairs of a pass */
 
