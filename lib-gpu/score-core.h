@@ -25,10 +25,6 @@
 
 #define SCORE_THREADS 128
 
-struct score_pair {
-  int row, head, nkeys; /* nkeys: causal keys of this block for the row, 1..128 */
-};
-
 struct score_smem {
   float2 lut[256][16]; /* byte -> e2m1 of its low and high nibble */
 };
@@ -66,9 +62,9 @@ M3IDX_DEV uint32_t byte_of(uint32_t w, int bb) {
 }
 
 /* The 32 query elements of this lane's group, for one pair. */
-M3IDX_DEV void load_query(const gpu_call &c, const score_pair &p, float *q32, int *unfused) {
+M3IDX_DEV void load_query(const gpu_call &c, int row, int head, float *q32, int *unfused) {
   const int g = threadIdx.x & 3;
-  const long long base = ((long long)p.row * c.num_heads + p.head) * 128 + 32 * g;
+  const long long base = ((long long)row * c.num_heads + head) * 128 + 32 * g;
   /* 16-byte loads: a row's group starts 64 (bf16) or 32 (e4m3) bytes in. */
   if (c.dtype == 1) {
     const uint4 *v = (const uint4 *)((const uint16_t *)c.query + base);

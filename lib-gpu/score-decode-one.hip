@@ -84,7 +84,7 @@ score_decode_one_kernel(gpu_call c, const int32_t *map, int capacity) {
   fill_lut(sm);
   float q[32];
   int unfused;
-  load_query(c, score_pair{r, 0, 128}, q, &unfused); /* row r: query_len 1 */
+  load_query(c, r, 0, q, &unfused); /* row r: query_len 1 */
   __syncthreads();
   const int pos = s - 1, end = b0 + count, stride = ENTRY_SPLIT_ONE * GROUPS;
   /* This group's pages: b = first, first + stride, ... < end, each in
