@@ -61,38 +61,38 @@ M3IDX_DEV uint32_t byte_of(uint32_t w, int bb) {
   return bb == 3 ? w >> 24 : __byte_perm(w, 0u, 0x4440u + (uint32_t)bb);
 }
 
-/* The 32 query elements of this lane's group, for one pair. */
-M3IDX_DEV void load_query(const gpu_call &c, int row, int head, float *q32, int *unfused) {
-  const int g = threadIdx.x & 3;
-  const long long base = ((long long)row * c.num_heads + head) * 128 + 32 * g;
-  /* 16-byte loads: a row's group starts 64 (bf16) or 32 (e4m3) bytes in. */
+/* Query elements base .. base + 7 (base a multiple of 8) as fp32, exactly;
+ * nonzero when one is beyond 2^125, where q * e2m1 may overflow and the
+ * sums must round each product (no fma). */
+M3IDX_DEV int query8(const gpu_call &c, long long base, float *v) {
   if (c.dtype == 1) {
-    const uint4 *v = (const uint4 *)((const uint16_t *)c.query + base);
+    const uint4 x = *(const uint4 *)((const uint16_t *)c.query + base);
+    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      uint4 x = v[i];
-      const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        q32[8 * i + 2 * k] = bits_f(w[k] << 16);
-        q32[8 * i + 2 * k + 1] = bits_f(w[k] & 0xffff0000u);
-      }
+      v[2 * i] = bits_f(w[i] << 16);
+      v[2 * i + 1] = bits_f(w[i] & 0xffff0000u);
     }
   } else {
-    const uint4 *v = (const uint4 *)((const uint8_t *)c.query + base);
+    const uint2 x = *(const uint2 *)((const uint8_t *)c.query + base);
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-      uint4 x = v[i];
-      const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-      for (int k = 0; k < 16; k++)
-        q32[16 * i + k] = e4m3_f((uint8_t)(w[k / 4] >> (8 * (k % 4))));
-    }
+    for (int i = 0; i < 8; i++)
+      v[i] = e4m3_f((uint8_t)((i < 4 ? x.x : x.y) >> (8 * (i % 4))));
   }
   int big = 0;
 #pragma unroll
-  for (int j = 0; j < 32; j++)
-    big |= q32[j] > 0x1p125f || q32[j] < -0x1p125f;
+  for (int i = 0; i < 8; i++)
+    big |= v[i] > 0x1p125f || v[i] < -0x1p125f;
+  return big;
+}
+
+/* The 32 query elements of this lane's group, for one pair. */
+M3IDX_DEV void load_query(const gpu_call &c, int row, int head, float *q32, int *unfused) {
+  const long long base = ((long long)row * c.num_heads + head) * 128 + 32 * (threadIdx.x & 3);
+  int big = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    big |= query8(c, base + 8 * i, q32 + 8 * i);
   *unfused = big;
 }
 

@@ -12,9 +12,10 @@
  * shared byte table, and runs the in-order sums of the pass's pairs
  * against them side by side, the queries read from shared memory; the
  * team adds the scaled group sums as (s0 + s1) + (s2 + s3) through
- * butterflies of distance 1 and 2, and the page maximum of each pair goes through butterflies of
- * distance 4, 8 and 16, inside any warp width.  A pass takes NP = 2, 4 or
- * 8 pairs (the kernel is built for each).
+ * butterflies of distance 1 and 2, and the page maximum of each pair
+ * goes through butterflies of distance 4, 8 and 16, inside any warp
+ * width.  A pass takes NP = 2, 4 or 8 pairs (the kernel is built for
+ * each).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -45,28 +46,11 @@ M3IDX_DEV int stage_pass(const gpu_call &c, decode_smem &sm, int r, int p0, int 
 #pragma unroll
     for (int i = 0; i < 8; i++)
       v[i] = 0.0f;
-    const long long base = ((long long)r * npairs + p0 + p) * 128 + d;
-    if (p >= n) {
-      /* zeros */
-    } else if (c.dtype == 1) {
-      const uint4 x = *(const uint4 *)((const uint16_t *)c.query + base);
-      const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+    if (p < n)
+      big |= query8(c, ((long long)r * npairs + p0 + p) * 128 + d, v);
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        v[2 * i] = bits_f(w[i] << 16);
-        v[2 * i + 1] = bits_f(w[i] & 0xffff0000u);
-      }
-    } else {
-      const uint2 x = *(const uint2 *)((const uint8_t *)c.query + base);
-#pragma unroll
-      for (int i = 0; i < 8; i++)
-        v[i] = e4m3_f((uint8_t)((i < 4 ? x.x : x.y) >> (8 * (i % 4))));
-    }
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      big |= v[i] > 0x1p125f || v[i] < -0x1p125f;
+    for (int i = 0; i < 8; i++)
       sm.q[p][d / 32][d % 32 + i] = v[i];
-    }
   }
   return __syncthreads_or(big);
 }
