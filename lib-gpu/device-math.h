@@ -84,18 +84,24 @@ M3IDX_DEV int row_position(const gpu_call &c, int row, int *req) {
   return ctx + (row - start);
 }
 
-/* The page of block b of request r, or NULL (and a bit in *err). */
-M3IDX_DEV const uint8_t *page_of(const gpu_call &c, int r, int b) {
-  if (b >= c.bt_stride) {
-    atomicOr(c.err, M3IDX_GPU_BAD_PAGE_ID);
-    return nullptr;
-  }
-  int id = c.block_table[(long long)r * c.bt_stride + b];
+/* Block b's page id in request r's row of the block table, or -1 when b
+ * is past the row's end (r must be a request of the call). */
+M3IDX_DEV int block_table_at(const gpu_call &c, int r, int b) {
+  return b < c.bt_stride ? c.block_table[(long long)r * c.bt_stride + b] : -1;
+}
+
+/* Page `id', or NULL (and a bit in *err) when there is no such page. */
+M3IDX_DEV const uint8_t *page_with_id(const gpu_call &c, int id) {
   if (id < 0 || id >= c.num_pages) {
     atomicOr(c.err, M3IDX_GPU_BAD_PAGE_ID);
     return nullptr;
   }
   return c.pages + (long long)id * 8704;
+}
+
+/* The page of block b of request r, or NULL (and a bit in *err). */
+M3IDX_DEV const uint8_t *page_of(const gpu_call &c, int r, int b) {
+  return page_with_id(c, block_table_at(c, r, b));
 }
 
 /* Work-map entry e (SPEC section 9): its request *r, that request's

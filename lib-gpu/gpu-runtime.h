@@ -10,9 +10,27 @@
 #include "hip-on-cuda.h"
 /* A butterfly exchange within the warp (every lane takes part). */
 #define M3IDX_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+/* Lane src's v, within each group of 32 lanes (every lane takes part). */
+#define M3IDX_SHFL32(v, src) __shfl_sync(0xffffffffu, (v), (src), 32)
 #else
 #include <hip/hip_runtime.h>
 #define M3IDX_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+#define M3IDX_SHFL32(v, src) __shfl((v), (src), 32)
 #endif
+
+/* Let a kernel take BYTES of dynamic shared memory: NVIDIA gives more
+ * than 48 KB only when asked (once, not per launch, so that graph capture
+ * sees plain launches); AMD gives any block up to 64 KB of LDS unasked.
+ * I decided against asking on AMD: it cannot be run here, and a runtime
+ * that refused would leave the whole backend unavailable. */
+template <unsigned long BYTES> hipError_t m3idx_allow_shared(const void *kernel) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, (int)BYTES);
+#else
+  static_assert(BYTES <= 65536, "more LDS than a gfx9 block gets");
+  (void)kernel;
+  return hipSuccess;
+#endif
+}
 
 #endif /* M3IDX_GPU_RUNTIME_H */

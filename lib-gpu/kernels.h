@@ -45,9 +45,10 @@ hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map,
                                   int capacity, hipStream_t s);
 hipError_t m3idx_gpu_score_decode_one(const struct gpu_call *c, const int32_t *map,
                                       int capacity, hipStream_t s);
-/* Once per device, before the first m3idx_gpu_score_prefill: its kernel
- * takes more shared memory than a kernel gets unasked. */
+/* Once per device, before the first launch of their kernels, which take
+ * more shared memory than a kernel gets unasked. */
 hipError_t m3idx_gpu_score_prefill_setup(void);
+hipError_t m3idx_gpu_score_decode_one_setup(void);
 hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s);
 /* Pin (pin != 0) and/or select (topk != NULL): scores_in is read, and
  * pinned scores are written to c->scores when write_pinned. */

@@ -231,17 +231,8 @@ __global__ void __launch_bounds__(PF_THREADS, 3) score_prefill_kernel(gpu_call c
   }
 }
 
-/* NVIDIA gives a kernel more than 48 KB of shared memory only when asked;
- * AMD GPUs give any block up to 64 KB of LDS unasked (and this is less). */
 hipError_t m3idx_gpu_score_prefill_setup(void) {
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  return hipFuncSetAttribute((const void *)score_prefill_kernel,
-                             hipFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)sizeof(prefill_smem));
-#else
-  static_assert(sizeof(prefill_smem) <= 65536, "prefill needs more LDS than gfx9 blocks get");
-  return hipSuccess;
-#endif
+  return m3idx_allow_shared<sizeof(prefill_smem)>((const void *)score_prefill_kernel);
 }
 
 hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s) {
