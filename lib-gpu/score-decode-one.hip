@@ -39,10 +39,15 @@
  * the shared window would cost an add per lookup).  Half of a lane's
  * bytes are looked up as float pairs and half as bf16 words: the first
  * load twice the bytes of shared memory, the second needs two more
- * instructions; all float: 190 us, all bf16: 186, half and half: 177. */
+ * instructions; at 4 keys a lane all float: 190 us, all bf16: 186, half and
+ * half: 177. */
 struct one_table {
   uint4 chunk[256][16];
 };
+/* Bit 4 w + b set: byte b of a lane's word w is looked up as a bf16 word
+ * (at 8 keys a lane, 0xaaaa: 173.1 and 166.0 us in one run; 0x2222: 175.8, 176.6; 0x7777:
+ * 167.4, 166.0; 0x00ff: 170.9, 174.5). */
+#define ONE_BF16_BYTES 0xaaaa
 
 M3IDX_DEV void fill_table(one_table &sm) {
   /* Thread t fills chunk t % 16 of entries t / 16 + U i: 16 / U low
@@ -79,7 +84,7 @@ M3IDX_DEV float table_sum(const one_table &sm, const uint4 &d, const float *q32)
     for (int bb = 0; bb < 4; bb++) {
       const uint32_t sel = 0x5504u + 16u * bb; /* byte 0 from the column, byte 1 the key's */
       float2 x;
-      if (bb & 1) {
+      if ((ONE_BF16_BYTES >> (4 * ww + bb)) & 1) {
         const uint32_t p = *(const uint32_t *)(base + __byte_perm(w[ww], words, sel));
         x = make_float2(bits_f(p << 16), bits_f(p & 0xffff0000u));
       } else {
