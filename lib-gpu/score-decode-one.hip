@@ -44,9 +44,9 @@
 struct one_table {
   uint4 chunk[256][16];
 };
-/* Bit 4 w + b set: byte b of a lane's word w is looked up as a bf16 word
- * (at 8 keys a lane, 0xaaaa: 173.1 and 166.0 us in one run; 0x2222: 175.8, 176.6; 0x7777:
- * 167.4, 166.0; 0x00ff: 170.9, 174.5). */
+/* Bit 4 w + b set: byte b of a lane's word w is looked up as a bf16
+ * word (at 8 keys a lane, in one run: 0xaaaa 173.1 and 166.0 us, 0x2222
+ * 175.8 and 176.6, 0x7777 167.4 and 166.0, 0x00ff 170.9 and 174.5). */
 #define ONE_BF16_BYTES 0xaaaa
 
 M3IDX_DEV void fill_table(one_table &sm) {
