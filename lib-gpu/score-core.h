@@ -14,7 +14,8 @@
  *
  * e2m1 pairs are decoded through a shared table of byte -> (low, high)
  * float pairs, replicated over 16 columns so that the lanes of a half-warp
- * never share a bank.
+ * never share a bank (on NVIDIA, the one-pair kernel has a wider table of
+ * its own: score-decode-one.hip).
  *
  * SPDX-License-Identifier: MIT
  */

@@ -152,6 +152,9 @@ M3IDX_DEV float team_dots(const float *gs, uint32_t scales, int team, int g) {
   return (high ? b : a) + M3IDX_SHFL_XOR(high ? a : b, 2);
 }
 
+/* best, with the logits of the step's causal keys: the step's keys
+ * begin at key0 (its key k for a team is key0 + step_key(team, 0, k)),
+ * and lane g of a team finishes key 4 i + g of each 4. */
 template <bool FUSED>
 M3IDX_DEV float step_best(const one_table &sm, const step_regs &x, const float *q32, int team,
                           int g, const gpu_call &c, int key0, int pos, float best) {
