@@ -40,6 +40,18 @@ M3IDX_DEV float e4m3_f(uint8_t x) {
   return bits_f(sign | ((e + 120u) << 23) | (m << 20));
 }
 
+/* One step of SPEC section 4's in-order sum: acc + q * k.  The product
+ * of a query element and an e2m1 value is exact in fp32 unless it
+ * overflows, so a fused multiply-add rounds like the sum of the product
+ * (FUSED); a call whose query has an element beyond 2^125 rounds each
+ * product first (no fma). */
+template <bool FUSED> M3IDX_DEV float add_product(float acc, float q, float k) {
+  if (FUSED)
+    return fmaf(q, k, acc);
+  const float p = q * k;
+  return acc + p;
+}
+
 /* SPEC section 6's clamp, on the bits: positive floats order like their
  * bits, and NaN (any payload) and negative values pass unchanged.  A float
  * select would let the compiler turn it into a min that rewrites NaNs. */

@@ -129,15 +129,8 @@ M3IDX_DEV float group_sum(const score_smem &sm, const uint4 &d, const float *q32
     for (int bb = 0; bb < 4; bb++) {
       const float2 x = lut_at(col, byte_of(w[ww], bb));
       const float q0 = q32[8 * ww + 2 * bb], q1 = q32[8 * ww + 2 * bb + 1];
-      if (FUSED) {
-        acc = fmaf(q0, x.x, acc);
-        acc = fmaf(q1, x.y, acc);
-      } else {
-        const float p0 = q0 * x.x;
-        acc = acc + p0;
-        const float p1 = q1 * x.y;
-        acc = acc + p1;
-      }
+      acc = add_product<FUSED>(acc, q0, x.x);
+      acc = add_product<FUSED>(acc, q1, x.y);
     }
   return acc;
 }

@@ -91,15 +91,8 @@ M3IDX_DEV float table_sum(const one_table &sm, const uint4 &d, const float *q32)
         x = *(const float2 *)(base + __byte_perm(w[ww], pairs, sel));
       }
       const float q0 = q32[8 * ww + 2 * bb], q1 = q32[8 * ww + 2 * bb + 1];
-      if (FUSED) {
-        acc = fmaf(q0, x.x, acc);
-        acc = fmaf(q1, x.y, acc);
-      } else {
-        const float p0 = q0 * x.x;
-        acc = acc + p0;
-        const float p1 = q1 * x.y;
-        acc = acc + p1;
-      }
+      acc = add_product<FUSED>(acc, q0, x.x);
+      acc = add_product<FUSED>(acc, q1, x.y);
     }
   return acc;
 }

@@ -86,14 +86,8 @@ M3IDX_DEV void pair_sums2(const decode_smem &sm, int g, const float (&k0)[32],
       const float qq[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        if (FUSED) {
-          a0[p] = fmaf(qq[e], k0[4 * i + e], a0[p]);
-          a1[p] = fmaf(qq[e], k1[4 * i + e], a1[p]);
-        } else {
-          const float x0 = qq[e] * k0[4 * i + e], x1 = qq[e] * k1[4 * i + e];
-          a0[p] = a0[p] + x0;
-          a1[p] = a1[p] + x1;
-        }
+        a0[p] = add_product<FUSED>(a0[p], qq[e], k0[4 * i + e]);
+        a1[p] = add_product<FUSED>(a1[p], qq[e], k1[4 * i + e]);
       }
     }
 }

@@ -107,14 +107,8 @@ M3IDX_DEV void group_sums(const prefill_smem &sm, int kg, int rg, float (&acc)[P
 #pragma unroll
     for (int k = 0; k < PF_KP; k++)
 #pragma unroll
-      for (int p = 0; p < PF_PP; p++) {
-        if (FUSED) {
-          acc[k][p] = fmaf(qq[p], kk[k], acc[k][p]);
-        } else {
-          float x = qq[p] * kk[k];
-          acc[k][p] = acc[k][p] + x;
-        }
-      }
+      for (int p = 0; p < PF_PP; p++)
+        acc[k][p] = add_product<FUSED>(acc[k][p], qq[p], kk[k]);
   }
 }
 
