@@ -20,6 +20,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "synth.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p, size_t n) {
@@ -113,17 +114,8 @@ double bench_cpu_page_read_bandwidth(int threads, size_t bytes, int repeats) {
     free(order);
     return 0.0;
   }
-  uint64_t x = 0x9e3779b97f4a7c15u; /* a fixed shuffle (xorshift64) */
-  for (int32_t i = 0; i < pages; i++)
-    order[i] = i;
-  for (int32_t i = pages - 1; i > 0; i--) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    int32_t j = (int32_t)(x % (uint64_t)(i + 1)), t = order[i];
-    order[i] = order[j];
-    order[j] = t;
-  }
+  uint64_t state = 1; /* a fixed shuffle */
+  synth_shuffle(order, pages, &state);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int32_t i = 0; i < pages; i++) /* first touch by the reader */
     memset(buf + (size_t)order[i] * M3IDX_PAGE_BYTES, i & 0xff, M3IDX_PAGE_BYTES);

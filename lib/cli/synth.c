@@ -19,6 +19,17 @@ uint64_t synth_mix(uint64_t z) { /* splitmix64's finaliser */
 
 uint64_t synth_rand(uint64_t *s) { return synth_mix(*s += 0x9e3779b97f4a7c15ull); }
 
+void synth_shuffle(int32_t *perm, int64_t n, uint64_t *state) {
+  for (int64_t i = 0; i < n; i++)
+    perm[i] = (int32_t)i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)(synth_rand(state) % (uint64_t)(i + 1));
+    int32_t t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+}
+
 /* Roughly normal: the sum of four uniforms, centred. */
 static float gauss(uint64_t *s) {
   uint64_t r = synth_rand(s);
@@ -78,14 +89,7 @@ int synth_make(struct synth *s, uint64_t seed, int32_t num_reqs,
     return -1;
   }
   /* Pages in shuffled order, as a paged cache hands them out. */
-  for (int64_t i = 0; i < pages; i++)
-    perm[i] = (int32_t)i;
-  for (int64_t i = pages - 1; i > 0; i--) {
-    int64_t j = (int64_t)(synth_rand(&rs) % (uint64_t)(i + 1));
-    int32_t t = perm[i];
-    perm[i] = perm[j];
-    perm[j] = t;
-  }
+  synth_shuffle(perm, pages, &rs);
   int64_t next = 0;
   for (int32_t r = 0; r < num_reqs; r++) {
     int32_t blocks = (seq_lens[r] + 127) / 128;

@@ -38,6 +38,8 @@ void synth_prefill_batch(const struct synth *s, m3idx_batch *b);
 void synth_kcache(const struct synth *s, m3idx_kcache *k);
 
 uint64_t synth_rand(uint64_t *state); /* splitmix64 */
+/* perm = 0 .. n - 1 in an order drawn from *state (Fisher-Yates). */
+void synth_shuffle(int32_t *perm, int64_t n, uint64_t *state);
 uint64_t synth_mix(uint64_t z);       /* a 64-bit hash */
 
 #endif
