@@ -24,8 +24,10 @@ struct m3idx_cpu_row {
 
 /* Scores one page (one 128-token block) for up to M3IDX_CPU_ROW_BATCH rows:
  * *out = clamp(max over the row's first nkeys keys of the SPEC section 4
- * logit), NaN logits ignored, NaN when all are NaN. */
-typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page,
+ * logit), NaN logits ignored, NaN when all are NaN.  `next' is the page the
+ * caller scores after this one, or NULL: the kernel prefetches it while it
+ * scores this one (a hint only; it is never read). */
+typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page, const uint8_t *next,
                                       const struct m3idx_cpu_row *rows,
                                       int nrows, float scale);
 
@@ -59,12 +61,12 @@ static inline void m3idx__cpu_maxima_take(struct m3idx_cpu_maxima *m, int r, flo
 void m3idx__cpu_maxima_store(const struct m3idx_cpu_maxima *m,
                              const struct m3idx_cpu_row *rows, int nrows);
 
-void m3idx__cpu_page_scores_scalar(const uint8_t *page,
+void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *next,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);
 #if defined(__x86_64__) && defined(__GNUC__)
 #define M3IDX_CPU_HAVE_AVX512 1
-void m3idx__cpu_page_scores_avx512(const uint8_t *page,
+void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);
 #endif

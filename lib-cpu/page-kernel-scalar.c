@@ -36,12 +36,17 @@ static float key_logit(const float *q, const float *k, const float *sc,
   return logit == 0.0f ? 0.0f : logit;
 }
 
-void m3idx__cpu_page_scores_scalar(const uint8_t *page,
+void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *next,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale) {
   struct m3idx_cpu_maxima m;
   int kmax = m3idx__cpu_maxima_start(&m, rows, nrows);
   for (int t = 0; t < kmax; t++) {
+    if (next != NULL) { /* the next page: a line of keys a key, its 8 lines of scales first */
+      __builtin_prefetch(next + 64 * t);
+      if (t < 8)
+        __builtin_prefetch(next + M3IDX_PAGE_DATA_BYTES + 64 * t);
+    }
     float k[M3IDX_HEAD_DIM], sc[4];
     decode_key(page, t, k, sc);
     for (int r = 0; r < nrows; r++) {

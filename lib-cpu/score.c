@@ -20,6 +20,7 @@ struct row_batch {
   struct m3idx_cpu_row rows[M3IDX_CPU_ROW_BATCH];
   int n;
   const uint8_t *page;
+  const uint8_t *next; /* the page scored after this one, or NULL */
   m3idx_cpu_page_kernel kernel;
   float scale;
 };
@@ -29,14 +30,14 @@ static inline void add_row(struct row_batch *rb, const struct m3idx_cpu_state *s
   rb->rows[rb->n++] = (struct m3idx_cpu_row){
       s->query_f32 + qrow * M3IDX_HEAD_DIM, nkeys, s->query_unfused[qrow], out};
   if (rb->n == M3IDX_CPU_ROW_BATCH) {
-    rb->kernel(rb->page, rb->rows, rb->n, rb->scale);
+    rb->kernel(rb->page, rb->next, rb->rows, rb->n, rb->scale);
     rb->n = 0;
   }
 }
 
 static inline void flush(struct row_batch *rb) {
   if (rb->n > 0)
-    rb->kernel(rb->page, rb->rows, rb->n, rb->scale);
+    rb->kernel(rb->page, rb->next, rb->rows, rb->n, rb->scale);
   rb->n = 0;
 }
 
@@ -93,12 +94,7 @@ static void decode_item(const struct m3idx_cpu_state *s,
   struct row_batch rb = {.n = 0, .kernel = s->kernel, .scale = c->scale};
   for (int32_t b = b0; b < b0 + count; b++) {
     rb.page = page_of(c, r, b);
-    if (b + 1 < b0 + count) { /* the start of the next page, while this one is scored */
-      const uint8_t *next = page_of(c, r, b + 1);
-      for (int i = 0; i < 2048; i += 64)
-        __builtin_prefetch(next + i);
-      __builtin_prefetch(next + M3IDX_PAGE_DATA_BYTES);
-    }
+    rb.next = b + 1 < b0 + count ? page_of(c, r, b + 1) : NULL;
     for (int32_t j = 0; j < qlen; j++) {
       int32_t row = r * qlen + j;
       int32_t pos = c->seq_lens[r] - qlen + j;
