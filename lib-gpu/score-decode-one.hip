@@ -118,8 +118,8 @@ M3IDX_DEV int step_key(int team, int step, int k) { return team + 8 * (STEP_KEYS
 /* 16 bytes of a page: read once, so on NVIDIA they take no place in L1
  * (the table's shared memory shares it).  At 64 x 128K on an H200, in one
  * run, two medians each: 164.5 and 163.2 us against 165.5 and 166.4 with
- * a plain load; also tried: ld.global.cs 165.9 and 166.8, the same with
- * an L2 prefetch of 256 bytes 163.5 and 164.1. */
+ * a plain load; also tried: ld.global.cs, 165.9 and 166.8, and this load
+ * with an L2 prefetch of 256 bytes besides, 163.5 and 164.1. */
 M3IDX_DEV uint4 load_once16(const uint8_t *p) {
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   uint4 v;
