@@ -220,24 +220,29 @@ TARGET static __attribute__((noinline)) void direct32_unfused(const uint8_t *pag
   direct32_body(page, t0, q, 1, scale, l0, l1);
 }
 
-/* The share of the next page that tile t0 brings in: a quarter of its
- * lines per tile, so that the whole next page is on its way while this
- * one is scored, without a burst of misses (the page then needs no
- * prefetch of its own).  On the 2-core VM of the bench figures, decode
- * 8 x 128K, one (row, head) a request: 23.1 -> 27.6 GB/s on 2 threads,
- * 12.4 -> 14.7 on 1, same run, against the first 2 KB of the next page
- * prefetched at once.  Measured and dropped: the share spread over the
- * tile's four octets, and the page after next into L2 besides (no gain).
- * Always inlined with the kernel's target: GCC 12 left out the loop of
- * a plain static inline one (seen in the assembly). */
+/* The prefetches of tile t0: with a next page, a quarter of its lines
+ * (its share), so that the whole next page is on its way while this one
+ * is scored, without a burst of misses, and this page, having come as the
+ * last one's next, needs none; without, this page's next tile.  On the
+ * 2-core VM of the bench figures, decode 8 x 128K, one (row, head) a
+ * request: 23.1 -> 27.6 GB/s on 2 threads, 12.4 -> 14.7 on 1, same run,
+ * against the first 2 KB of the next page prefetched at once.  Measured
+ * and dropped: the share spread over the tile's four octets, and the page
+ * after next into L2 besides (no gain).  Always inlined with the kernel's
+ * target: GCC 12 left out the loop of a plain static inline one (seen in
+ * the assembly). */
 _Static_assert(4 * TILE == M3IDX_BLOCK_SIZE && M3IDX_PAGE_BYTES % (4 * 64) == 0,
                "four shares of whole lines");
-TARGET static INLINE void prefetch_share(const uint8_t *next, int t0) {
-  if (next == NULL)
-    return;
-  const char *p = (const char *)next + (M3IDX_PAGE_BYTES / 4) * (t0 / TILE);
-  for (int i = 0; i < M3IDX_PAGE_BYTES / 4; i += 64)
-    _mm_prefetch(p + i, _MM_HINT_T0);
+TARGET static INLINE void prefetch_tile(const uint8_t *page, const uint8_t *next, int t0,
+                                        int kmax) {
+  if (next != NULL) {
+    const char *p = (const char *)next + (M3IDX_PAGE_BYTES / 4) * (t0 / TILE);
+    for (int i = 0; i < M3IDX_PAGE_BYTES / 4; i += 64)
+      _mm_prefetch(p + i, _MM_HINT_T0);
+  } else if (t0 + TILE < kmax) {
+    for (int k = 0; k < TILE; k++)
+      _mm_prefetch((const char *)page + 64 * (t0 + TILE + k), _MM_HINT_T0);
+  }
 }
 
 static inline __mmask16 first_lanes(int n) {
@@ -255,10 +260,7 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ne
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   if (nrows == 1) {
     for (int t0 = 0; t0 < kmax; t0 += TILE) {
-      prefetch_share(next, t0);
-      if (next == NULL && t0 + TILE < kmax) /* else this page came as the last one's next */
-        for (int k = 0; k < TILE; k++)
-          _mm_prefetch((const char *)page + 64 * (t0 + TILE + k), _MM_HINT_T0);
+      prefetch_tile(page, next, t0, kmax);
       __m512 l0, l1;
       if (rows[0].unfused)
         direct32_unfused(page, t0, rows[0].q, vscale, &l0, &l1);
@@ -276,10 +278,7 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ne
     return;
   }
   for (int t0 = 0; t0 < kmax; t0 += TILE) {
-    prefetch_share(next, t0);
-    if (next == NULL && t0 + TILE < kmax)
-      for (int k = 0; k < TILE; k++)
-        _mm_prefetch((const char *)page + 64 * (t0 + TILE + k), _MM_HINT_T0);
+    prefetch_tile(page, next, t0, kmax);
     /* Both halves, always: keys past kmax are masked out below. */
     decode16(page, t0, 0, kt, sc);
     decode16(page, t0 + 16, 1, kt, sc);
