@@ -161,7 +161,11 @@ TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a
  * eight words of an octet of elements are taken into registers once, and
  * the query is broadcast from memory where it is used (a function of its
  * own, so that the compiler does not hoist 128 broadcasts out of the
- * caller's loop and spill the sums to make room for them). */
+ * caller's loop and spill the sums to make room for them).  The loop over
+ * octets stays rolled: unrolled, it took 6.3 instead of 6.7 TSC cycles a
+ * key over pages in cache, but the same over pages from memory and in the
+ * bench's decode (29.3 GB/s either way): bound by how fast a core brings
+ * pages in. */
 TARGET static INLINE void direct32_body(const uint8_t *page, int t0, const float *q,
                                         const int unfused, __m512 scale, __m512 *l0,
                                         __m512 *l1) {
@@ -228,7 +232,14 @@ TARGET static __attribute__((noinline)) void direct32_unfused(const uint8_t *pag
  * request: 23.1 -> 27.6 GB/s on 2 threads, 12.4 -> 14.7 on 1, same run,
  * against the first 2 KB of the next page prefetched at once.  Measured
  * and dropped: the share spread over the tile's four octets, and the page
- * after next into L2 besides (no gain).  Always inlined with the kernel's
+ * after next into L2 besides (no gain).  Against this scheme's 8.8-9.4 TSC
+ * cycles a key (one thread, 8192 pages in shuffled order, the same VM):
+ * the share with the NTA hint 8.7-8.9 (the same); into L2 (T1 or T2),
+ * with this page's next tile into L1, 10.6-12.7; every 4th or 16th line
+ * of the next page, leaving the rest to the hardware prefetchers,
+ * 10.9-14.6; only this page's next tile 11.7-12.1; none 18.5-18.9: the
+ * hardware prefetchers do not fill in for a reader that computes between
+ * its loads.  Always inlined with the kernel's
  * target: GCC 12 left out the loop of a plain static inline one (seen in
  * the assembly). */
 _Static_assert(4 * TILE == M3IDX_BLOCK_SIZE && M3IDX_PAGE_BYTES % (4 * 64) == 0,

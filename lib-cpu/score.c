@@ -87,6 +87,11 @@ void m3idx__cpu_row_positions(struct m3idx_cpu_state *s,
   }
 }
 
+/* Scores the blocks [b0, b0 + count) of request r, each page with the
+ * next one on its way.  The last page's next is NULL: handing each thread
+ * its next work-map entry one ahead, so that its first page could be
+ * prefetched too, measured within noise (28.3 against 29.2 GB/s, decode
+ * 8 x 128K on 2 threads, medians of four runs), and was not kept. */
 static void decode_item(const struct m3idx_cpu_state *s,
                         const struct m3idx_call *c, int32_t r, int32_t b0,
                         int32_t count, float *scores, int64_t stride) {
