@@ -161,14 +161,15 @@ TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a
  * eight words of an octet of elements are taken into registers once, and
  * the query is broadcast from memory where it is used (a function of its
  * own, so that the compiler does not hoist 128 broadcasts out of the
- * caller's loop and spill the sums to make room for them).  The loop over
- * octets stays rolled: unrolled, it took 6.3 instead of 6.7 TSC cycles a
- * key over pages in cache, but the same over pages from memory and in the
- * bench's decode (29.3 GB/s either way): bound by how fast a core brings
- * pages in. */
+ * caller's loop and spill the sums to make room for them).  Each of the
+ * 32 steps (element octet, element) prefetches one line of `steps' when
+ * it is not NULL (see prefetch_tile).  The loop over octets stays rolled:
+ * unrolled, GCC 12 gathers those prefetches together again (9.5 against
+ * 7.6 TSC cycles a key over pages from memory, though 5.4 against 5.5
+ * over pages in cache). */
 TARGET static INLINE void direct32_body(const uint8_t *page, int t0, const float *q,
-                                        const int unfused, __m512 scale, __m512 *l0,
-                                        __m512 *l1) {
+                                        const char *steps, const int unfused, __m512 scale,
+                                        __m512 *l0, __m512 *l1) {
   const __m512 lut = e2m1_lut();
   _Alignas(64) __m512i x0[16], x1[16];
   UNROLL
@@ -193,6 +194,8 @@ TARGET static INLINE void direct32_body(const uint8_t *page, int t0, const float
     }
     UNROLL
     for (int jj = 0; jj < 8; jj++) {
+      if (steps != NULL)
+        _mm_prefetch(steps + 64 * (8 * jo + jj), _MM_HINT_T0);
       UNROLL
       for (int g = 0; g < 4; g++) {
         const __m512 qb = _mm512_set1_ps(q[32 * g + 8 * jo + jj]);
@@ -213,47 +216,57 @@ TARGET static INLINE void direct32_body(const uint8_t *page, int t0, const float
 }
 
 TARGET static __attribute__((noinline)) void direct32_fused(const uint8_t *page, int t0,
-                                                            const float *q, __m512 scale,
-                                                            __m512 *l0, __m512 *l1) {
-  direct32_body(page, t0, q, 0, scale, l0, l1);
+                                                            const float *q, const char *steps,
+                                                            __m512 scale, __m512 *l0,
+                                                            __m512 *l1) {
+  direct32_body(page, t0, q, steps, 0, scale, l0, l1);
 }
 
 TARGET static __attribute__((noinline)) void direct32_unfused(const uint8_t *page, int t0,
-                                                              const float *q, __m512 scale,
-                                                              __m512 *l0, __m512 *l1) {
-  direct32_body(page, t0, q, 1, scale, l0, l1);
+                                                              const float *q, const char *steps,
+                                                              __m512 scale, __m512 *l0,
+                                                              __m512 *l1) {
+  direct32_body(page, t0, q, steps, 1, scale, l0, l1);
 }
 
 /* The prefetches of tile t0: with a next page, a quarter of its lines
  * (its share), so that the whole next page is on its way while this one
- * is scored, without a burst of misses, and this page, having come as the
- * last one's next, needs none; without, this page's next tile.  On the
- * 2-core VM of the bench figures, decode 8 x 128K, one (row, head) a
- * request: 23.1 -> 27.6 GB/s on 2 threads, 12.4 -> 14.7 on 1, same run,
- * against the first 2 KB of the next page prefetched at once.  Measured
- * and dropped: the share spread over the tile's four octets, and the page
- * after next into L2 besides (no gain).  Against this scheme's 8.8-9.4 TSC
- * cycles a key (one thread, 8192 pages in shuffled order, the same VM):
- * the share with the NTA hint 8.7-8.9 (the same); into L2 (T1 or T2),
- * with this page's next tile into L1, 10.6-12.7; every 4th or 16th line
- * of the next page, leaving the rest to the hardware prefetchers,
- * 10.9-14.6; only this page's next tile 11.7-12.1; none 18.5-18.9: the
- * hardware prefetchers do not fill in for a reader that computes between
- * its loads.  Always inlined with the kernel's
- * target: GCC 12 left out the loop of a plain static inline one (seen in
- * the assembly). */
+ * is scored, and this page, having come as the last one's next, needs
+ * none; without, this page's next tile.  The last `stepped' lines of the
+ * share are left to the caller, which takes one a step of its loop over
+ * elements (direct32_body): a burst of 34 prefetches, we take it, holds
+ * up the sums while it waits for room among the few misses a core keeps
+ * in flight.  On the 2-core VM of the bench figures, decode 8 x 128K,
+ * one (row, head) a request, same build and run: 26.6-31.0 GB/s with the
+ * whole share at the tile's start, 33.3-36.5 stepped; 23.1 with the first
+ * 2 KB of the next page at once (an earlier session).  Measured and
+ * dropped (one thread, 8192 pages in shuffled order, against the share at
+ * the tile's start, 8.8-9.4 TSC cycles a key, where stepped took 7.2-7.6):
+ * the share spread over the tile's four octets and the page after next
+ * into L2 besides (no gain); the share with the NTA hint (the same); into
+ * L2 (T1 or T2) with this page's next tile into L1, 10.6-12.7; every 4th
+ * or 16th line of the next page, leaving the rest to the hardware
+ * prefetchers, 10.9-14.6; only this page's next tile 11.7-12.1; none
+ * 18.5-18.9: the hardware prefetchers do not fill in for a reader that
+ * computes between its loads.  Always inlined with the kernel's target:
+ * GCC 12 left out the loop of a plain static inline one (seen in the
+ * assembly). */
 _Static_assert(4 * TILE == M3IDX_BLOCK_SIZE && M3IDX_PAGE_BYTES % (4 * 64) == 0,
                "four shares of whole lines");
-TARGET static INLINE void prefetch_tile(const uint8_t *page, const uint8_t *next, int t0,
-                                        int kmax) {
+_Static_assert(TILE <= M3IDX_PAGE_BYTES / 4 / 64, "a line of the share for each of a tile's steps");
+TARGET static INLINE const char *prefetch_tile(const uint8_t *page, const uint8_t *next,
+                                                int t0, int kmax, int stepped) {
   if (next != NULL) {
     const char *p = (const char *)next + (M3IDX_PAGE_BYTES / 4) * (t0 / TILE);
-    for (int i = 0; i < M3IDX_PAGE_BYTES / 4; i += 64)
+    const int now = M3IDX_PAGE_BYTES / 4 - 64 * stepped;
+    for (int i = 0; i < now; i += 64)
       _mm_prefetch(p + i, _MM_HINT_T0);
-  } else if (t0 + TILE < kmax) {
+    return stepped ? p + now : NULL;
+  }
+  if (t0 + TILE < kmax)
     for (int k = 0; k < TILE; k++)
       _mm_prefetch((const char *)page + 64 * (t0 + TILE + k), _MM_HINT_T0);
-  }
+  return NULL;
 }
 
 static inline __mmask16 first_lanes(int n) {
@@ -271,12 +284,12 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ne
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   if (nrows == 1) {
     for (int t0 = 0; t0 < kmax; t0 += TILE) {
-      prefetch_tile(page, next, t0, kmax);
+      const char *steps = prefetch_tile(page, next, t0, kmax, TILE);
       __m512 l0, l1;
       if (rows[0].unfused)
-        direct32_unfused(page, t0, rows[0].q, vscale, &l0, &l1);
+        direct32_unfused(page, t0, rows[0].q, steps, vscale, &l0, &l1);
       else
-        direct32_fused(page, t0, rows[0].q, vscale, &l0, &l1);
+        direct32_fused(page, t0, rows[0].q, steps, vscale, &l0, &l1);
       __mmask16 ok0 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0), l0, l0, _CMP_ORD_Q);
       __mmask16 ok1 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0 - 16), l1, l1, _CMP_ORD_Q);
       if ((ok0 | ok1) == 0)
@@ -289,7 +302,7 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ne
     return;
   }
   for (int t0 = 0; t0 < kmax; t0 += TILE) {
-    prefetch_tile(page, next, t0, kmax);
+    prefetch_tile(page, next, t0, kmax, 0);
     /* Both halves, always: keys past kmax are masked out below. */
     decode16(page, t0, 0, kt, sc);
     decode16(page, t0 + 16, 1, kt, sc);
