@@ -19,8 +19,15 @@ struct m3idx_cpu_row {
   int32_t nkeys;   /* causal keys of this page for the row, 1..128 */
   int32_t unfused; /* some |q| > 2^125: q * e2m1 may overflow, so the sums
                       must round each product (no fma) */
+  int32_t pairs;   /* every element 0 or of magnitude in [2^-100, 2^125]:
+                      the sums may run two products an instruction (the
+                      avx512bf16 kernel; see page-kernel-avx512.c) */
   float *out;      /* where the clamped block score goes */
 };
+
+/* What m3idx__cpu_decode_queries notes of each query row (query_flags). */
+#define M3IDX_CPU_ROW_UNFUSED 1u
+#define M3IDX_CPU_ROW_PAIRS 2u
 
 /* Scores one page (one 128-token block) for up to M3IDX_CPU_ROW_BATCH rows:
  * *out = clamp(max over the row's first nkeys keys of the SPEC section 4
@@ -69,10 +76,18 @@ void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *next,
 void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);
+#if defined(M3IDX_HAVE_AVX512_BF16)
+/* The avx512 kernel, with its one-row pages scored two products an
+ * instruction (vdpbf16ps) for rows with `pairs' set. */
+#define M3IDX_CPU_HAVE_AVX512_BF16 1
+void m3idx__cpu_page_scores_avx512bf16(const uint8_t *page, const uint8_t *next,
+                                       const struct m3idx_cpu_row *rows, int nrows,
+                                       float scale);
+#endif
 #endif
 
 /* The fastest kernel this processor runs, or the one M3IDX_CPU_ISA names
- * (scalar, avx512); *name says which.  NULL if M3IDX_CPU_ISA asks for one
+ * (scalar, avx512, avx512bf16); *name says which.  NULL if M3IDX_CPU_ISA asks for one
  * this processor lacks. */
 m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
                                              struct m3idx_errbuf *err);
@@ -84,7 +99,7 @@ struct m3idx_cpu_state {
   const char *kernel_name;
   int32_t max_width;            /* blocks of max_model_len */
   float *query_f32;             /* [max_rows * max_heads * 128] */
-  uint8_t *query_unfused;       /* [max_rows * max_heads] see m3idx_cpu_row */
+  uint8_t *query_flags;         /* [max_rows * max_heads] M3IDX_CPU_ROW_* */
   float *scores;                /* [max_heads * max_rows * max_width] */
   int32_t *row_pos;             /* [max_rows] position of each row */
   int32_t *map;                 /* [map_capacity * 2] own decode schedule */

@@ -1,8 +1,10 @@
 /*
  * kernel-pick.c - choose the page kernel at run time.
  *
- * M3IDX_CPU_ISA=scalar|avx512 forces one (the tests run each and compare
- * bytes); otherwise the fastest the processor runs.
+ * M3IDX_CPU_ISA=scalar|avx512|avx512bf16 forces one (the tests run each
+ * and compare bytes); otherwise the fastest the processor runs.  avx512
+ * needs AVX-512 F and BW; avx512bf16 also VBMI and BF16, and must give the
+ * scalar kernel's bytes on a probe first (pairs_probe below).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -13,15 +15,86 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "formats.h"
 
 static int have_avx512(void) {
 #ifdef M3IDX_CPU_HAVE_AVX512
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 #else
   return 0;
 #endif
 }
+
+#ifdef M3IDX_CPU_HAVE_AVX512_BF16
+static uint64_t probe_rand(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+/* Does the avx512bf16 kernel give the scalar kernel's bits here?  The
+ * instruction it rests on (vdpbf16ps) is specified as two multiply-adds in
+ * turn, each rounded to nearest even; a processor that rounded the pair
+ * once, or took its halves the other way round, fails this probe and gets
+ * the avx512 kernel.  One key in slot 0 of a page, one row seeing it
+ * (nkeys 1), so each trial compares one logit: first a key and query whose
+ * sum rounds differently if a pair is rounded once (1 + 2^-24 + 2^-24),
+ * then 512 random ones. */
+static int pairs_probe(void) {
+  static _Alignas(64) uint8_t page[M3IDX_PAGE_BYTES];
+  static _Alignas(64) float q[M3IDX_HEAD_DIM];
+  uint64_t rs = 0x9e3779b97f4a7c15u;
+  for (int trial = 0; trial <= 512; trial++) {
+    memset(page, 0, sizeof page);
+    memset(q, 0, sizeof q);
+    if (trial == 0) {
+      page[0] = 0x02; /* elements 0..3: 1.0, 0, 1.0, 1.0 */
+      page[1] = 0x22;
+      memset(page + M3IDX_PAGE_DATA_BYTES, 127, 4);
+      q[0] = 1.0f;
+      q[2] = q[3] = 0x1p-24f;
+    } else {
+      for (int i = 0; i < 64; i++)
+        page[i] = (uint8_t)probe_rand(&rs);
+      for (int g = 0; g < 4; g++)
+        page[M3IDX_PAGE_DATA_BYTES + g] = (uint8_t)(120 + probe_rand(&rs) % 15);
+      for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
+        uint64_t r = probe_rand(&rs);
+        uint16_t bits = (uint16_t)((r & 0x807fu) | ((107u + (r >> 16) % 41u) << 7));
+        q[d] = m3idx__bf16_value(bits);
+      }
+    }
+    float want = 0.0f, got = 1.0f;
+    struct m3idx_cpu_row a = {q, 1, 0, 1, &want}, b = {q, 1, 0, 1, &got};
+    m3idx__cpu_page_scores_scalar(page, NULL, &a, 1, 1.0f);
+    m3idx__cpu_page_scores_avx512bf16(page, NULL, &b, 1, 1.0f);
+    if (memcmp(&want, &got, sizeof want) != 0)
+      return 0;
+  }
+  return 1;
+}
+
+static int avx512bf16_instructions(void) {
+  return have_avx512() && __builtin_cpu_supports("avx512vbmi") &&
+         __builtin_cpu_supports("avx512bf16");
+}
+
+/* The probe runs once a process (two threads racing both find the same). */
+static int have_avx512bf16(void) {
+  static int known = -1;
+  int v = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
+  if (v < 0) {
+    v = avx512bf16_instructions() && pairs_probe();
+    __atomic_store_n(&known, v, __ATOMIC_RELEASE);
+  }
+  return v;
+}
+#else
+static int avx512bf16_instructions(void) { return 0; }
+static int have_avx512bf16(void) { return 0; }
+#endif
 
 m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
                                              struct m3idx_errbuf *err) {
@@ -37,11 +110,27 @@ m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
       return m3idx__cpu_page_scores_avx512;
     }
 #endif
+#ifdef M3IDX_CPU_HAVE_AVX512_BF16
+    if (strcmp(want, "avx512bf16") == 0 && have_avx512bf16()) {
+      *name = "avx512bf16";
+      return m3idx__cpu_page_scores_avx512bf16;
+    }
+#endif
+    const int pairs = have_avx512bf16();
     snprintf(err->msg, sizeof err->msg,
-             "M3IDX_CPU_ISA is '%s': this processor and build run scalar%s",
-             want, have_avx512() ? " and avx512" : "");
+             "M3IDX_CPU_ISA is '%s': this processor and build run scalar%s%s%s", want,
+             have_avx512() ? ", avx512" : "", pairs ? ", avx512bf16" : "",
+             !pairs && avx512bf16_instructions()
+                 ? " (avx512bf16 refused: its probe gave other bits than the scalar kernel)"
+                 : "");
     return NULL;
   }
+#ifdef M3IDX_CPU_HAVE_AVX512_BF16
+  if (have_avx512bf16()) {
+    *name = "avx512bf16";
+    return m3idx__cpu_page_scores_avx512bf16;
+  }
+#endif
 #ifdef M3IDX_CPU_HAVE_AVX512
   if (have_avx512()) {
     *name = "avx512";

@@ -21,7 +21,7 @@
 
 #include "formats.h"
 
-#define TARGET __attribute__((target("avx512f")))
+#define TARGET __attribute__((target("avx512f,avx512bw")))
 #define INLINE __attribute__((always_inline)) inline
 /* Every fixed loop below is unrolled, so that the sums stay in registers. */
 #define UNROLL _Pragma("GCC unroll 32")
@@ -143,16 +143,27 @@ TARGET static INLINE void row_logits(const float *q, int unfused,
   *l1 = _mm512_mask_mov_ps(d1, _mm512_cmp_ps_mask(d1, zero, _CMP_EQ_OQ), zero);
 }
 
-/* Steps 3-5 of SPEC section 4 on 16 keys' four group sums. */
+/* Steps 3-5 of SPEC section 4 on 16 keys' four group sums.  Scale bytes
+ * other than 0 and 255 are e << 23 as fp32 (a shift and a mask a group,
+ * instead of scales16's six operations); fma(dot, scale, +0) rounds
+ * dot * scale once, as the multiply does, and makes a -0 logit +0. */
 TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a[4], __m512 scale) {
+  const __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 4 * t0);
   __m512 sg[4];
-  UNROLL
-  for (int g = 0; g < 4; g++)
-    sg[g] = _mm512_mul_ps(a[g], scales16(page, t0, g));
-  __m512 d = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(sg[0], sg[1]), _mm512_add_ps(sg[2], sg[3])),
-                           scale);
-  const __m512 zero = _mm512_setzero_ps();
-  return _mm512_mask_mov_ps(d, _mm512_cmp_ps_mask(d, zero, _CMP_EQ_OQ), zero);
+  if ((_mm512_cmpeq_epi8_mask(s, _mm512_setzero_si512()) |
+       _mm512_cmpeq_epi8_mask(s, _mm512_set1_epi8(-1))) == 0) {
+    const __m512i ex = _mm512_set1_epi32(0x7f800000);
+    sg[0] = _mm512_mul_ps(a[0], _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(s, 23), ex)));
+    sg[1] = _mm512_mul_ps(a[1], _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(s, 15), ex)));
+    sg[2] = _mm512_mul_ps(a[2], _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(s, 7), ex)));
+    sg[3] = _mm512_mul_ps(a[3], _mm512_castsi512_ps(_mm512_and_si512(_mm512_srli_epi32(s, 1), ex)));
+  } else {
+    UNROLL
+    for (int g = 0; g < 4; g++)
+      sg[g] = _mm512_mul_ps(a[g], scales16(page, t0, g));
+  }
+  const __m512 d = _mm512_add_ps(_mm512_add_ps(sg[0], sg[1]), _mm512_add_ps(sg[2], sg[3]));
+  return _mm512_fmadd_ps(d, scale, _mm512_setzero_ps());
 }
 
 /* One row against 32 keys straight from the page, without the fp32 tile:
@@ -273,9 +284,95 @@ static inline __mmask16 first_lanes(int n) {
   return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
-TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
-                                          const struct m3idx_cpu_row *rows,
-                                          int nrows, float scale) {
+#ifdef M3IDX_CPU_HAVE_AVX512_BF16
+/* Two products an instruction (the avx512bf16 kernel, one-row pages, rows
+ * with `pairs' set).  vdpbf16ps adds to each fp32 lane the product of the
+ * high bf16 halves of its two operands' dwords and then that of the low
+ * halves, each step rounded to nearest even: SPEC section 4's sum, two
+ * elements at a time, when the high half holds the earlier element.  The
+ * products are exact (bf16 and e2m1 values both have at most 8 significant
+ * bits); the instruction flushes subnormal inputs and results to zero,
+ * which a `pairs' row never meets (cpu.h, score.c).  Same tile, transpose
+ * and prefetching as direct32_body; a dword c of 16 keys (elements 8c ..
+ * 8c + 7, element 8c + m in bits 4m .. 4m + 3) gives four pairs p: one
+ * vpmultishiftqb puts nibble 2p + 1 at the bottom of each dword's low word
+ * and nibble 2p at the bottom of its high word, one vpermw looks both up
+ * as bf16 (a table of the 16 values twice, as vpermw reads 5 index bits),
+ * and one vdpbf16ps adds both products: 3 instructions for 32 products,
+ * where direct32_body takes 6.  Checked against the scalar kernel before
+ * it is picked (kernel-pick.c).  One thread, 8192 pages in shuffled order:
+ * 6.2-6.3 TSC cycles a key against direct32_body's 7.8-7.9 (4.1 against
+ * 5.3 over 8 pages, in cache).  With 64 keys a call (16 sums in flight, not
+ * 8): 4.0 in cache, 6.3 from memory; not kept. */
+#define TARGET_PAIRS __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512bf16")))
+
+/* The query as 64 dwords: dword i holds element 2i's bf16 bits in its high
+ * half and element 2i + 1's in its low (the elements are bf16 or e4m3
+ * values, so their fp32 bits end in 16 zeros). */
+TARGET_PAIRS static __attribute__((noinline)) void query_pairs(const float *q, uint32_t qp[64]) {
+  const __m512i pick = _mm512_set_epi16(61, 63, 57, 59, 53, 55, 49, 51, 45, 47, 41, 43, 37, 39, 33, 35,
+                                        29, 31, 25, 27, 21, 23, 17, 19, 13, 15, 9, 11, 5, 7, 1, 3);
+  UNROLL
+  for (int i = 0; i < 4; i++)
+    _mm512_store_si512(qp + 16 * i,
+                       _mm512_permutex2var_epi16(_mm512_loadu_si512(q + 32 * i), pick,
+                                                 _mm512_loadu_si512(q + 32 * i + 16)));
+}
+
+TARGET_PAIRS static __attribute__((noinline)) void pairs32(const uint8_t *page, int t0,
+                                                          const uint32_t *qp, const char *steps,
+                                                          __m512 scale, __m512 *l0, __m512 *l1) {
+  static const uint16_t bf16_of_e2m1[32] = {
+      0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0,
+      0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0,
+      0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0,
+      0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
+  const __m512i table = _mm512_loadu_si512(bf16_of_e2m1);
+  _Alignas(64) __m512i x0[16], x1[16];
+  UNROLL
+  for (int k = 0; k < 16; k++) {
+    x0[k] = _mm512_loadu_si512(page + 64 * (t0 + k));
+    x1[k] = _mm512_loadu_si512(page + 64 * (t0 + 16 + k));
+  }
+  transpose16(x0);
+  transpose16(x1);
+  __m512 a0[4], a1[4];
+  UNROLL
+  for (int g = 0; g < 4; g++) {
+    a0[g] = _mm512_setzero_ps();
+    a1[g] = _mm512_setzero_ps();
+  }
+  for (int jo = 0; jo < 4; jo++) { /* rolled, as in direct32_body */
+    UNROLL
+    for (int p = 0; p < 4; p++) {
+      if (steps != NULL) {
+        _mm_prefetch(steps + 128 * (4 * jo + p), _MM_HINT_T0);
+        _mm_prefetch(steps + 128 * (4 * jo + p) + 64, _MM_HINT_T0);
+      }
+      /* bit offsets of the index bytes: nibble 2p + 1 into byte 0, 2p into
+         byte 2 of each dword (the qword's second dword 32 bits on) */
+      const __m512i at = _mm512_set1_epi64((long long)((uint64_t)(8 * p + 4) | (uint64_t)(8 * p) << 16 |
+                                                       (uint64_t)(8 * p + 36) << 32 |
+                                                       (uint64_t)(8 * p + 32) << 48));
+      UNROLL
+      for (int g = 0; g < 4; g++) {
+        const int c = 4 * g + jo;
+        const __m512bh qb = (__m512bh)_mm512_set1_epi32((int)qp[4 * c + p]);
+        const __m512i k0 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(at, x0[c]), table);
+        const __m512i k1 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(at, x1[c]), table);
+        a0[g] = _mm512_dpbf16_ps(a0[g], (__m512bh)k0, qb);
+        a1[g] = _mm512_dpbf16_ps(a1[g], (__m512bh)k1, qb);
+      }
+    }
+  }
+  *l0 = finish16(page, t0, a0, scale);
+  *l1 = finish16(page, t0 + 16, a1, scale);
+}
+#endif
+
+TARGET static INLINE void page_scores(const uint8_t *page, const uint8_t *next,
+                                      const struct m3idx_cpu_row *rows, int nrows, float scale,
+                                      int with_pairs) {
   _Alignas(64) float kt[M3IDX_HEAD_DIM][TILE];
   _Alignas(64) float sc[4][TILE];
   struct m3idx_cpu_maxima m;
@@ -283,9 +380,20 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ne
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   if (nrows == 1) {
+#ifdef M3IDX_CPU_HAVE_AVX512_BF16
+    _Alignas(64) uint32_t qp[64];
+    const int paired = with_pairs && rows[0].pairs;
+    if (paired)
+      query_pairs(rows[0].q, qp);
+#endif
     for (int t0 = 0; t0 < kmax; t0 += TILE) {
       const char *steps = prefetch_tile(page, next, t0, kmax, TILE);
       __m512 l0, l1;
+#ifdef M3IDX_CPU_HAVE_AVX512_BF16
+      if (paired)
+        pairs32(page, t0, qp, steps, vscale, &l0, &l1);
+      else
+#endif
       if (rows[0].unfused)
         direct32_unfused(page, t0, rows[0].q, steps, vscale, &l0, &l1);
       else
@@ -323,4 +431,18 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ne
   }
   m3idx__cpu_maxima_store(&m, rows, nrows);
 }
+
+TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
+                                          const struct m3idx_cpu_row *rows,
+                                          int nrows, float scale) {
+  page_scores(page, next, rows, nrows, scale, 0);
+}
+
+#ifdef M3IDX_CPU_HAVE_AVX512_BF16
+TARGET void m3idx__cpu_page_scores_avx512bf16(const uint8_t *page, const uint8_t *next,
+                                              const struct m3idx_cpu_row *rows,
+                                              int nrows, float scale) {
+  page_scores(page, next, rows, nrows, scale, 1);
+}
+#endif
 #endif /* M3IDX_CPU_HAVE_AVX512 */

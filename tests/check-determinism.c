@@ -1,6 +1,6 @@
 /*
  * check-determinism.c - the same bytes for any thread count (1, 2, 7) and
- * for every page kernel this processor runs (scalar, avx512), and a
+ * for every page kernel this processor runs (scalar, avx512, avx512bf16), and a
  * floating-point environment with flush-to-zero left as the caller had it
  * without changing a bit.
  *
@@ -63,36 +63,74 @@ END_TEST
 START_TEST(thread_counts_prefill) { same_for_thread_counts(mixed_prefill()); }
 END_TEST
 
-/* Every kernel the processor runs gives the scalar kernel's bytes. */
-START_TEST(kernels_agree) {
-  struct test_case *cases[2] = {mixed_decode(), mixed_prefill()};
-  for (int i = 0; i < 2; i++) {
-    struct case_results scalar, simd;
-    char why[512];
-    setenv("M3IDX_CPU_ISA", "scalar", 1);
-    run_cpu(cases[i], 2, &scalar);
-    setenv("M3IDX_CPU_ISA", "avx512", 1);
+/* One (row, head) a request: the pages the one-row paths score, with
+ * special query values (rows the pair path must leave to the fma path)
+ * and plain ones (rows it takes). */
+static struct test_case *one_row_decode(int flavor) {
+  static const int32_t lens[] = {1000, 129, 20000, 1, 4097, 383};
+  return case_decode(9002u + (unsigned)flavor, flavor, 1, 1, M3IDX_DTYPE_BF16, 6, lens);
+}
+
+/* One row a request, the query elements tiny, of random sign: even rows
+ * of magnitudes 2^-100 .. 2^-89 (the pair path's, whose sums cancel down
+ * to multiples of 2^-108 but never below 2^-126), odd rows subnormal and
+ * tiny normal (2^-133 .. 2^-115: sums the pair path would flush, so the
+ * fma path's). */
+static struct test_case *tiny_query_decode(void) {
+  static const int32_t lens[] = {3000, 129, 700, 1, 2000, 383, 128, 900};
+  struct test_case *tc = case_decode(9004u, FLAVOR_PLAIN, 1, 1, M3IDX_DTYPE_BF16, 8, lens);
+  uint16_t *q = tc->query_data;
+  uint64_t rs = 9004u;
+  for (int row = 0; row < 8; row++)
+    for (int d = 0; d < 128; d++) {
+      uint64_t r = case_rand(&rs);
+      uint16_t e = row % 2 == 0 ? (uint16_t)(27 + r % 12) : (uint16_t)(r % 13);
+      q[row * 128 + d] = (uint16_t)((r >> 8 & 0x807f) | e << 7);
+    }
+  return tc;
+}
+
+/* tc's bytes from every kernel the processor runs equal the scalar
+ * kernel's (a kernel the processor lacks is skipped; one it has but
+ * refused, kernel-pick.c, is a failure). */
+static void kernels_match_scalar(struct test_case *tc) {
+  static const char *const kernels[] = {"avx512", "avx512bf16"};
+  struct case_results scalar, simd;
+  char why[512];
+  setenv("M3IDX_CPU_ISA", "scalar", 1);
+  run_cpu(tc, 2, &scalar);
+  for (int k = 0; k < 2; k++) {
+    setenv("M3IDX_CPU_ISA", kernels[k], 1);
     m3idx_options o;
     m3idx_context *ctx = NULL;
-    case_options(cases[i], &o);
+    case_options(tc, &o);
     o.backend = M3IDX_BACKEND_CPU;
     if (m3idx_context_create(&o, &ctx) != M3IDX_OK) {
-      /* This processor has no AVX-512: nothing else to compare. */
       ck_assert_ptr_nonnull(strstr(m3idx_last_error(NULL), "M3IDX_CPU_ISA"));
-      results_free(&scalar);
+      ck_assert_msg(strstr(m3idx_last_error(NULL), "refused") == NULL, "%s",
+                    m3idx_last_error(NULL));
       continue;
     }
-    ck_assert_msg(results_from_library(ctx, cases[i], &simd, why, sizeof why) == 0, "%s", why);
-    ck_assert_msg(results_compare(cases[i], &scalar, &simd, why, sizeof why) == 0,
-                  "scalar vs avx512: %s", why);
+    ck_assert_msg(results_from_library(ctx, tc, &simd, why, sizeof why) == 0, "%s", why);
+    ck_assert_msg(results_compare(tc, &scalar, &simd, why, sizeof why) == 0,
+                  "seed %llu, scalar vs %s: %s", (unsigned long long)tc->seed, kernels[k], why);
     m3idx_context_destroy(ctx);
-    results_free(&scalar);
     results_free(&simd);
   }
   unsetenv("M3IDX_CPU_ISA");
-  case_free(cases[0]);
-  case_free(cases[1]);
+  results_free(&scalar);
+  case_free(tc);
 }
+
+START_TEST(kernels_agree) {
+  kernels_match_scalar(mixed_decode());
+  kernels_match_scalar(mixed_prefill());
+  kernels_match_scalar(one_row_decode(FLAVOR_SPECIAL));
+  kernels_match_scalar(one_row_decode(FLAVOR_PLAIN));
+}
+END_TEST
+
+START_TEST(kernels_agree_tiny_queries) { kernels_match_scalar(tiny_query_decode()); }
 END_TEST
 
 /* A caller running with FTZ/DAZ and round-toward-zero gets the same bytes,
@@ -126,6 +164,7 @@ int main(void) {
   tcase_add_test(t, thread_counts_decode);
   tcase_add_test(t, thread_counts_prefill);
   tcase_add_test(t, kernels_agree);
+  tcase_add_test(t, kernels_agree_tiny_queries);
   tcase_add_test(t, caller_fp_environment);
   suite_add_tcase(s, t);
   return run_suite(s);
