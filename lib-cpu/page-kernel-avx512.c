@@ -386,6 +386,12 @@ TARGET static INLINE void page_scores(const uint8_t *page, const uint8_t *next,
     if (paired)
       query_pairs(rows[0].q, qp);
 #endif
+    /* The page's maximum, lane by lane, reduced once at its end (a
+       reduction a tile: 6.1 against 5.6 TSC cycles a key, one thread,
+       pages from memory).  Lanes take only non-NaN logits, so vmaxps
+       never meets a NaN; -0 logits are +0 already. */
+    __m512 best = ninf;
+    __mmask16 seen = 0;
     for (int t0 = 0; t0 < kmax; t0 += TILE) {
       const char *steps = prefetch_tile(page, next, t0, kmax, TILE);
       __m512 l0, l1;
@@ -400,12 +406,12 @@ TARGET static INLINE void page_scores(const uint8_t *page, const uint8_t *next,
         direct32_fused(page, t0, rows[0].q, steps, vscale, &l0, &l1);
       __mmask16 ok0 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0), l0, l0, _CMP_ORD_Q);
       __mmask16 ok1 = _mm512_mask_cmp_ps_mask(first_lanes(kmax - t0 - 16), l1, l1, _CMP_ORD_Q);
-      if ((ok0 | ok1) == 0)
-        continue;
-      m3idx__cpu_maxima_take(&m, 0, _mm512_reduce_max_ps(_mm512_max_ps(
-                                        _mm512_mask_mov_ps(ninf, ok0, l0),
-                                        _mm512_mask_mov_ps(ninf, ok1, l1))));
+      best = _mm512_mask_max_ps(best, ok0, best, l0);
+      best = _mm512_mask_max_ps(best, ok1, best, l1);
+      seen |= ok0 | ok1;
     }
+    if (seen)
+      m3idx__cpu_maxima_take(&m, 0, _mm512_reduce_max_ps(best));
     m3idx__cpu_maxima_store(&m, rows, 1);
     return;
   }
