@@ -145,8 +145,9 @@ TARGET static INLINE void row_logits(const float *q, int unfused,
 
 /* Steps 3-5 of SPEC section 4 on 16 keys' four group sums.  Scale bytes
  * other than 0 and 255 are e << 23 as fp32 (a shift and a mask a group,
- * instead of scales16's six operations); fma(dot, scale, +0) rounds
- * dot * scale once, as the multiply does, and makes a -0 logit +0. */
+ * instead of scales16's six operations); adding +0 makes a -0 logit +0
+ * (fma(dot, scale, +0) would not: a negative product too small for fp32
+ * rounds to -0, the tiny_scale test pattern). */
 TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a[4], __m512 scale) {
   const __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 4 * t0);
   __m512 sg[4];
@@ -163,7 +164,20 @@ TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a
       sg[g] = _mm512_mul_ps(a[g], scales16(page, t0, g));
   }
   const __m512 d = _mm512_add_ps(_mm512_add_ps(sg[0], sg[1]), _mm512_add_ps(sg[2], sg[3]));
-  return _mm512_fmadd_ps(d, scale, _mm512_setzero_ps());
+  return _mm512_add_ps(_mm512_mul_ps(d, scale), _mm512_setzero_ps());
+}
+
+/* The 32 keys of tile t0, transposed: x0[c] holds dword c (elements 8c ..
+ * 8c + 7) of keys t0 .. t0 + 15, key t0 + k in lane k; x1[c] the same of
+ * keys t0 + 16 .. t0 + 31. */
+TARGET static INLINE void load_tile(const uint8_t *page, int t0, __m512i x0[16], __m512i x1[16]) {
+  UNROLL
+  for (int k = 0; k < 16; k++) {
+    x0[k] = _mm512_loadu_si512(page + 64 * (t0 + k));
+    x1[k] = _mm512_loadu_si512(page + 64 * (t0 + 16 + k));
+  }
+  transpose16(x0);
+  transpose16(x1);
 }
 
 /* One row against 32 keys straight from the page, without the fp32 tile:
@@ -183,19 +197,11 @@ TARGET static INLINE void direct32_body(const uint8_t *page, int t0, const float
                                         __m512 *l0, __m512 *l1) {
   const __m512 lut = e2m1_lut();
   _Alignas(64) __m512i x0[16], x1[16];
-  UNROLL
-  for (int k = 0; k < 16; k++) {
-    x0[k] = _mm512_loadu_si512(page + 64 * (t0 + k));
-    x1[k] = _mm512_loadu_si512(page + 64 * (t0 + 16 + k));
-  }
-  transpose16(x0);
-  transpose16(x1);
+  load_tile(page, t0, x0, x1);
   __m512 a0[4], a1[4];
   UNROLL
-  for (int g = 0; g < 4; g++) {
-    a0[g] = _mm512_setzero_ps();
-    a1[g] = _mm512_setzero_ps();
-  }
+  for (int g = 0; g < 4; g++)
+    a0[g] = a1[g] = _mm512_setzero_ps();
   for (int jo = 0; jo < 4; jo++) {
     __m512i w0[4], w1[4]; /* elements 32g + 8jo .. 32g + 8jo + 7 of the 32 keys */
     UNROLL
@@ -329,19 +335,11 @@ TARGET_PAIRS static __attribute__((noinline)) void pairs32(const uint8_t *page, 
       0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
   const __m512i table = _mm512_loadu_si512(bf16_of_e2m1);
   _Alignas(64) __m512i x0[16], x1[16];
-  UNROLL
-  for (int k = 0; k < 16; k++) {
-    x0[k] = _mm512_loadu_si512(page + 64 * (t0 + k));
-    x1[k] = _mm512_loadu_si512(page + 64 * (t0 + 16 + k));
-  }
-  transpose16(x0);
-  transpose16(x1);
+  load_tile(page, t0, x0, x1);
   __m512 a0[4], a1[4];
   UNROLL
-  for (int g = 0; g < 4; g++) {
-    a0[g] = _mm512_setzero_ps();
-    a1[g] = _mm512_setzero_ps();
-  }
+  for (int g = 0; g < 4; g++)
+    a0[g] = a1[g] = _mm512_setzero_ps();
   for (int jo = 0; jo < 4; jo++) { /* rolled, as in direct32_body */
     UNROLL
     for (int p = 0; p < 4; p++) {

@@ -148,7 +148,10 @@ M3IDX_DEV void load_step(const uint8_t *page, int step, int team, int g, step_re
  * goes: after the first (distance 1) a lane holds s_g + s_(g^1) of the
  * keys with its parity, after the second (distance 2) it adds the other
  * pair's sum of its own key.  Addition commutes, so every key gets
- * (s0 + s1) + (s2 + s3) bit for bit; 3 shuffles instead of 8. */
+ * (s0 + s1) + (s2 + s3) bit for bit; 3 shuffles instead of 8.  (Scale
+ * bytes decoded by a rotate and a mask when a warp vote finds no byte 0
+ * or 255 in the step, as the CPU does: 171.4 against 163.1 us at 64 x
+ * 128K on an H200, same run; not kept.) */
 M3IDX_DEV float team_dots(const float *gs, uint32_t scales, int team, int g) {
   float sg[4];
 #pragma unroll

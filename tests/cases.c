@@ -150,6 +150,11 @@ static void finish(struct test_case *tc, uint64_t *rs) {
   case_set_forced(tc, 0, 1);
 }
 
+void case_set_scale(struct test_case *tc, float scale) {
+  tc->query.scale = scale;
+  tc->oc.scale = scale;
+}
+
 struct test_case *case_decode(uint64_t seed, int flavor, int num_heads,
                               int query_len, m3idx_dtype dtype, int num_reqs,
                               const int32_t *seq_lens) {

@@ -45,6 +45,8 @@ struct test_case *case_prefill(uint64_t seed, int flavor, int num_heads,
                                const int32_t *context_lens,
                                const int32_t *q_lens);
 void case_set_forced(struct test_case *tc, int init_blocks, int local_blocks);
+/* The call's logit scale (0.0883883, 1 for FLAVOR_TIES, unless set). */
+void case_set_scale(struct test_case *tc, float scale);
 void case_free(struct test_case *tc);
 
 /* Options large enough for the case. */

@@ -103,6 +103,26 @@ static void one_token(int v, case_sink each, void *arg) {
   each(case_prefill(6002u, FLAVOR_PLAIN, 4, M3IDX_DTYPE_BF16, 1, ctx, one), arg);
 }
 
+/* Logits that round to zero: a scale of 2^-149 and query elements of
+ * magnitude 2^-20 .. 2^-13, so that dot products are below 0.5 and
+ * their logits round to zero, negative ones to -0, which must come out +0
+ * (SPEC section 4) on every path: one (row, head) a page (v 0), several
+ * (v 1); short requests, so that many blocks' causal logits are all
+ * zeros. */
+static void tiny_scale(int v, case_sink each, void *arg) {
+  static const int32_t lens[] = {2, 2, 3, 130, 1000, 5, 2, 2};
+  struct test_case *tc = case_decode(7000u + (unsigned)v, FLAVOR_PLAIN, 1 + v, 1 + v,
+                                     M3IDX_DTYPE_BF16, 8, lens);
+  uint16_t *q = tc->query_data;
+  uint64_t rs = 7000u + (unsigned)v;
+  for (size_t i = 0; i < (size_t)tc->batch.num_rows * tc->batch.num_heads * 128; i++) {
+    uint64_t r = case_rand(&rs);
+    q[i] = (uint16_t)((r & 0x807f) | (107u + r % 8u) << 7); /* +-2^-20 .. 2^-13 */
+  }
+  case_set_scale(tc, 0x1p-149f);
+  each(tc, arg);
+}
+
 /* Long rows: more than 1024 blocks. */
 static void long_rows(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {131072 + 77};
@@ -158,6 +178,7 @@ const struct pattern m3idx_patterns[] = {
     {"forced_blocks", 6, 0, forced_blocks},
     {"special_values", 3, 0, special_values},
     {"ties", 2, 0, ties},
+    {"tiny_scale", 2, 0, tiny_scale},
     {"one_token", 1, 0, one_token},
     {"long_rows", 1, 0, long_rows},
     {"random_batches", 8, 0, random_batches},
