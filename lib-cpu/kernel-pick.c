@@ -3,7 +3,7 @@
  *
  * M3IDX_CPU_ISA=scalar|avx512|avx512bf16 forces one (the tests run each
  * and compare bytes); otherwise the fastest the processor runs.  avx512
- * needs AVX-512 F and BW; avx512bf16 also VBMI and BF16, and must give the
+ * needs AVX-512 F; avx512bf16 also BW, VBMI and BF16, and must give the
  * scalar kernel's bytes on a probe first (pairs_probe below).
  *
  * SPDX-License-Identifier: MIT
@@ -20,7 +20,7 @@
 static int have_avx512(void) {
 #ifdef M3IDX_CPU_HAVE_AVX512
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return __builtin_cpu_supports("avx512f");
 #else
   return 0;
 #endif
@@ -77,8 +77,8 @@ static int pairs_probe(void) {
 }
 
 static int avx512bf16_instructions(void) {
-  return have_avx512() && __builtin_cpu_supports("avx512vbmi") &&
-         __builtin_cpu_supports("avx512bf16");
+  return have_avx512() && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16");
 }
 
 /* The probe runs once a process (two threads racing both find the same). */
