@@ -32,6 +32,7 @@ struct hip_state {
   float *d_scores;      /* fused calls without a scores output */
   int32_t *d_map;       /* decode calls without a work map */
   int32_t map_capacity;
+  int one_grid;         /* see gpu_call */
   void *stage;          /* host-pointer mode: device copies of the buffers */
   size_t stage_bytes;
 };
@@ -166,9 +167,10 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
       (size_t)cfg->max_heads * (size_t)cfg->max_rows * (size_t)s->max_width * sizeof(float);
   hipError_t e = m3idx_gpu_score_prefill_setup();
   if (e == hipSuccess)
-    e = m3idx_gpu_score_decode_one_setup();
+    e = m3idx_gpu_score_decode_one_setup(&s->one_grid);
   if (e != hipSuccess) {
-    snprintf(err->msg, sizeof err->msg, "asking for the scoring kernels' shared memory: %s",
+    snprintf(err->msg, sizeof err->msg,
+             "setting up the scoring kernels (shared memory, occupancy): %s",
              hipGetErrorString(e));
     hip_destroy(s);
     return M3IDX_ERR_BACKEND_UNAVAILABLE;
@@ -258,6 +260,7 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
   int user_scores = g.scores != NULL;
   if (!user_scores)
     g.scores = s->d_scores; /* stride is the width then */
+  g.one_grid = s->one_grid;
   if (c->mode == M3IDX_MODE_DECODE) {
     int cap = c->work_map_capacity;
     if (map_in == NULL) {

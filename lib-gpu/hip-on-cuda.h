@@ -42,6 +42,7 @@ typedef cudaDeviceProp hipDeviceProp_t;
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipFuncSetAttribute cudaFuncSetAttribute
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 
 /* hipLaunchKernelGGL(kernel, grid, block, shared bytes, stream, args...) */
 #define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \

@@ -9,13 +9,17 @@
  * their way (4 at a time: 177 against 169 us at 64 x 128K on an H200);
  * the team's 4 lanes then finish one of each 4 keys each (team_dots), and
  * the page maximum goes through butterflies of distance 1 to 16, inside
- * any warp width.  The query stays in registers.  The grid is the work
- * map's (fixed by its capacity, SPEC section 9), a block of threads an
- * entry (two a block: 177 us), its groups taking every 4th of the entry's
- * blocks.  (A grid of the blocks that stay resident, each group walking
- * an equal share of the used entries' blocks, so that the last wave is
- * not a fraction of the work and a block fills its table once, measured
- * 210 us against 170: not kept.)
+ * any warp width.  The query stays in registers.  A block fills its
+ * table once and takes work-map entries blockIdx.x, + gridDim.x, ...,
+ * its groups every 4th of an entry's blocks; the grid is the map's
+ * capacity or twice what stays resident on the device, the smaller
+ * (fixed for a context, so graph replays see one grid: SPEC section 9).
+ * On an H200, same run, against a block an entry (a table filled an
+ * entry): 64 x 128K 160.5 against 162.9 us, 8 x 1M 160.2 and 161.1
+ * against 163.0 and 163.7; a grid of once what stays resident 162.4 at
+ * 64 x 128K, two thirds of it 178.3.  (Each group walking an equal
+ * share of the used entries' blocks measured 210 us against 170: not
+ * kept; two entries a block 177.)
  *
  * The e2m1 elements come from a table in shared memory.  On NVIDIA it is
  * a wide one (one_table below); AMD blocks keep score-core.h's 32 KB one,
@@ -184,33 +188,29 @@ M3IDX_DEV float step_best(const one_table &sm, const step_regs &x, const float *
   return best;
 }
 
-__global__ void __launch_bounds__(SCORE_THREADS, 3)
-score_decode_one_kernel(gpu_call c, const int32_t *map) {
-  extern __shared__ float4 one_dynamic[];
-  one_table &sm = *(one_table *)one_dynamic;
+/* Work-map entry e, by each group of the block on its own. */
+M3IDX_DEV void score_entry(const one_table &sm, const gpu_call &c, const int32_t *map, int e) {
   const int t = threadIdx.x, lane = t & 31, group = t >> 5, team = lane >> 2, g = lane & 3;
   /* This group's first page id is asked for while the entry's request
      length is on its way (read in bounds whatever the entry holds): at
      64 x 128K 165.8 us, against 167.0 and 167.6 asked for after. */
-  const int req = map[2 * blockIdx.x];
+  const int req = map[2 * e];
   const int id = req >= 0 && req < c.num_reqs
-                     ? block_table_at(c, req, (map[2 * blockIdx.x + 1] & M3IDX_WORK_FIRST_MASK) + group)
+                     ? block_table_at(c, req, (map[2 * e + 1] & M3IDX_WORK_FIRST_MASK) + group)
                      : -1;
   int r, s, b0, count;
-  if (map_entry(c, map, blockIdx.x, &r, &s, &b0, &count) <= 0)
+  if (map_entry(c, map, e, &r, &s, &b0, &count) <= 0)
     return;
   const int pos = s - 1, end = b0 + count;
   /* This group's pages: b = group, group + ONE_GROUPS, ... from b0, each
-     in STEPS steps.  The first is on its way while the table is filled. */
+     in STEPS steps. */
   const uint8_t *page = b0 + group < end ? page_with_id(c, id) : nullptr;
   step_regs cur, nxt;
   if (page)
     load_step(page, 0, team, g, cur);
-  fill_table(sm);
   float q[32];
   int unfused;
   load_query(c, r, 0, q, &unfused); /* row r: query_len 1 */
-  __syncthreads();
   /* The page after this one, asked for a page ahead. */
   const int second = b0 + group + ONE_GROUPS;
   const uint8_t *after = second < end ? page_of(c, r, second) : nullptr;
@@ -249,13 +249,35 @@ score_decode_one_kernel(gpu_call c, const int32_t *map) {
   }
 }
 
-hipError_t m3idx_gpu_score_decode_one_setup(void) {
-  return m3idx_allow_shared<sizeof(one_table)>((const void *)score_decode_one_kernel);
+__global__ void __launch_bounds__(SCORE_THREADS, 3)
+score_decode_one_kernel(gpu_call c, const int32_t *map, int entries) {
+  extern __shared__ float4 one_dynamic[];
+  one_table &sm = *(one_table *)one_dynamic;
+  fill_table(sm);
+  __syncthreads();
+  for (int e = blockIdx.x; e < entries; e += gridDim.x)
+    score_entry(sm, c, map, e);
+}
+
+hipError_t m3idx_gpu_score_decode_one_setup(int *grid) {
+  hipError_t e = m3idx_allow_shared<sizeof(one_table)>((const void *)score_decode_one_kernel);
+  int per_sm = 0, dev = 0;
+  hipDeviceProp_t p;
+  if (e == hipSuccess)
+    e = hipOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, (const void *)score_decode_one_kernel, SCORE_THREADS, sizeof(one_table));
+  if (e == hipSuccess)
+    e = hipGetDevice(&dev);
+  if (e == hipSuccess)
+    e = hipGetDeviceProperties(&p, dev);
+  *grid = e == hipSuccess && per_sm > 0 ? 2 * per_sm * p.multiProcessorCount : 1;
+  return e;
 }
 
 hipError_t m3idx_gpu_score_decode_one(const struct gpu_call *c, const int32_t *map,
                                       int capacity, hipStream_t s) {
-  hipLaunchKernelGGL(score_decode_one_kernel, dim3((unsigned)capacity), dim3(SCORE_THREADS),
-                     sizeof(one_table), s, *c, map);
+  const int grid = capacity < c->one_grid ? capacity : c->one_grid;
+  hipLaunchKernelGGL(score_decode_one_kernel, dim3((unsigned)grid), dim3(SCORE_THREADS),
+                     sizeof(one_table), s, *c, map, capacity);
   return hipGetLastError();
 }
