@@ -205,10 +205,8 @@ TARGET static INLINE void direct32_body(const uint8_t *page, int t0, const float
   const __m512 lut = e2m1_lut();
   _Alignas(64) __m512i x0[16], x1[16];
   load_tile(page, t0, x0, x1);
-  __m512 a0[4], a1[4];
-  UNROLL
-  for (int g = 0; g < 4; g++)
-    a0[g] = a1[g] = _mm512_setzero_ps();
+  const __m512 z = _mm512_setzero_ps();
+  __m512 a0[4] = {z, z, z, z}, a1[4] = {z, z, z, z};
   for (int jo = 0; jo < 4; jo++) {
     __m512i w0[4], w1[4]; /* elements 32g + 8jo .. 32g + 8jo + 7 of the 32 keys */
     UNROLL
@@ -344,10 +342,8 @@ TARGET_PAIRS static __attribute__((noinline)) void pairs32(const uint8_t *page, 
   const __m512i table = _mm512_loadu_si512(bf16_of_e2m1);
   _Alignas(64) __m512i x0[16], x1[16];
   load_tile(page, t0, x0, x1);
-  __m512 a0[4], a1[4];
-  UNROLL
-  for (int g = 0; g < 4; g++)
-    a0[g] = a1[g] = _mm512_setzero_ps();
+  const __m512 z = _mm512_setzero_ps();
+  __m512 a0[4] = {z, z, z, z}, a1[4] = {z, z, z, z};
   for (int jo = 0; jo < 4; jo++) { /* rolled, as in direct32_body */
     UNROLL
     for (int p = 0; p < 4; p++) {
