@@ -43,13 +43,13 @@ static uint64_t probe_rand(uint64_t *s) {
  * sum rounds differently if a pair is rounded once (1 + 2^-24 + 2^-24),
  * then 512 random ones. */
 static int pairs_probe(void) {
-  static _Alignas(64) uint8_t page[M3IDX_PAGE_BYTES];
-  static _Alignas(64) float q[M3IDX_HEAD_DIM];
+  _Alignas(64) uint8_t page[M3IDX_PAGE_BYTES]; /* on the stack: threads may probe at once */
+  _Alignas(64) float q[M3IDX_HEAD_DIM];
   uint64_t rs = 0x9e3779b97f4a7c15u;
+  memset(page, 0, sizeof page); /* each trial rewrites slot 0's 64 + 4 bytes */
   for (int trial = 0; trial <= 512; trial++) {
-    memset(page, 0, sizeof page);
-    memset(q, 0, sizeof q);
     if (trial == 0) {
+      memset(q, 0, sizeof q);
       page[0] = 0x02; /* elements 0..3: 1.0, 0, 1.0, 1.0 */
       page[1] = 0x22;
       memset(page + M3IDX_PAGE_DATA_BYTES, 127, 4);
