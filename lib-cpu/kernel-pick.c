@@ -14,17 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu-features.h"
 #include "cpu.h"
 #include "formats.h"
-
-static int have_avx512(void) {
-#ifdef M3IDX_CPU_HAVE_AVX512
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-#else
-  return 0;
-#endif
-}
 
 #ifdef M3IDX_CPU_HAVE_AVX512_BF16
 static uint64_t probe_rand(uint64_t *s) {
@@ -76,67 +68,59 @@ static int pairs_probe(void) {
   return 1;
 }
 
-static int avx512bf16_instructions(void) {
-  return have_avx512() && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16");
-}
-
 /* The probe runs once a process (two threads racing both find the same). */
 static int have_avx512bf16(void) {
   static int known = -1;
   int v = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
   if (v < 0) {
-    v = avx512bf16_instructions() && pairs_probe();
+    v = m3idx__cpu_has_avx512bf16() && pairs_probe();
     __atomic_store_n(&known, v, __ATOMIC_RELEASE);
   }
   return v;
 }
-#else
-static int avx512bf16_instructions(void) { return 0; }
-static int have_avx512bf16(void) { return 0; }
 #endif
+
+static int always(void) { return 1; }
+
+/* The kernels, fastest first: the first usable one is taken, unless
+ * M3IDX_CPU_ISA names another. */
+static const struct {
+  const char *name;
+  m3idx_cpu_page_kernel fn;
+  int (*usable)(void);
+} kernels[] = {
+#ifdef M3IDX_CPU_HAVE_AVX512_BF16
+    {"avx512bf16", m3idx__cpu_page_scores_avx512bf16, have_avx512bf16},
+#endif
+#ifdef M3IDX_CPU_HAVE_AVX512
+    {"avx512", m3idx__cpu_page_scores_avx512, m3idx__cpu_has_avx512f},
+#endif
+    {"scalar", m3idx__cpu_page_scores_scalar, always},
+};
+#define NKERNELS (sizeof kernels / sizeof kernels[0])
 
 m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
                                              struct m3idx_errbuf *err) {
   const char *want = getenv("M3IDX_CPU_ISA");
-  if (want != NULL && *want != '\0') {
-    if (strcmp(want, "scalar") == 0) {
-      *name = "scalar";
-      return m3idx__cpu_page_scores_scalar;
+  const int forced = want != NULL && *want != '\0';
+  for (size_t i = 0; i < NKERNELS; i++)
+    if ((!forced || strcmp(want, kernels[i].name) == 0) && kernels[i].usable()) {
+      *name = kernels[i].name;
+      return kernels[i].fn;
     }
-#ifdef M3IDX_CPU_HAVE_AVX512
-    if (strcmp(want, "avx512") == 0 && have_avx512()) {
-      *name = "avx512";
-      return m3idx__cpu_page_scores_avx512;
-    }
-#endif
+  char usable[128] = "";
+  for (size_t i = NKERNELS; i-- > 0;)
+    if (kernels[i].usable())
+      snprintf(usable + strlen(usable), sizeof usable - strlen(usable), "%s%s",
+               usable[0] ? ", " : "", kernels[i].name);
 #ifdef M3IDX_CPU_HAVE_AVX512_BF16
-    if (strcmp(want, "avx512bf16") == 0 && have_avx512bf16()) {
-      *name = "avx512bf16";
-      return m3idx__cpu_page_scores_avx512bf16;
-    }
+  const int refused = m3idx__cpu_has_avx512bf16() && !have_avx512bf16();
+#else
+  const int refused = 0;
 #endif
-    const int pairs = have_avx512bf16();
-    snprintf(err->msg, sizeof err->msg,
-             "M3IDX_CPU_ISA is '%s': this processor and build run scalar%s%s%s", want,
-             have_avx512() ? ", avx512" : "", pairs ? ", avx512bf16" : "",
-             !pairs && avx512bf16_instructions()
-                 ? " (avx512bf16 refused: its probe gave other bits than the scalar kernel)"
-                 : "");
-    return NULL;
-  }
-#ifdef M3IDX_CPU_HAVE_AVX512_BF16
-  if (have_avx512bf16()) {
-    *name = "avx512bf16";
-    return m3idx__cpu_page_scores_avx512bf16;
-  }
-#endif
-#ifdef M3IDX_CPU_HAVE_AVX512
-  if (have_avx512()) {
-    *name = "avx512";
-    return m3idx__cpu_page_scores_avx512;
-  }
-#endif
-  *name = "scalar";
-  return m3idx__cpu_page_scores_scalar;
+  snprintf(err->msg, sizeof err->msg, "M3IDX_CPU_ISA is '%s': this processor and build run %s%s",
+           want, usable,
+           refused ? " (avx512bf16 refused: its probe gave other bits than the scalar kernel)"
+                   : "");
+  return NULL;
 }

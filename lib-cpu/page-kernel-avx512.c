@@ -146,8 +146,8 @@ TARGET static INLINE void row_logits(const float *q, int unfused,
 /* Steps 3-5 of SPEC section 4 on 16 keys' four group sums.  Scale bytes
  * other than 0 and 255 are e << 23 as fp32 (a shift and a mask a group,
  * instead of scales16's six operations; the bytes are checked with dword
- * arithmetic: with AVX-512 BW's byte compares in the target, GCC 12 built
- * the multi-row path 9% slower, prefill 512 rows over 0K).  Adding +0
+ * arithmetic, as AVX-512 BW in the target slows the multi-row path under
+ * GCC 12).  Adding +0
  * makes a -0 logit +0 (fma(dot, scale, +0) would not: a negative product
  * too small for fp32 rounds to -0, the tiny_scale test pattern). */
 TARGET static INLINE __m512 finish16(const uint8_t *page, int t0, const __m512 a[4], __m512 scale) {
@@ -196,9 +196,7 @@ TARGET static INLINE void load_tile(const uint8_t *page, int t0, __m512i x0[16],
  * caller's loop and spill the sums to make room for them).  Each of the
  * 32 steps (element octet, element) prefetches one line of `steps' when
  * it is not NULL (see prefetch_tile).  The loop over octets stays rolled:
- * unrolled, GCC 12 gathers those prefetches together again (9.5 against
- * 7.6 TSC cycles a key over pages from memory, though 5.4 against 5.5
- * over pages in cache). */
+ * unrolled, GCC 12 gathers those prefetches together again (TUNING-NOTES). */
 TARGET static INLINE void direct32_body(const uint8_t *page, int t0, const float *q,
                                         const char *steps, const int unfused, __m512 scale,
                                         __m512 *l0, __m512 *l1) {
@@ -258,21 +256,9 @@ TARGET static __attribute__((noinline)) void direct32_unfused(const uint8_t *pag
  * share are left to the caller, which takes one a step of its loop over
  * elements (direct32_body): a burst of 34 prefetches, we take it, holds
  * up the sums while it waits for room among the few misses a core keeps
- * in flight.  On the 2-core VM of the bench figures, decode 8 x 128K,
- * one (row, head) a request, same build and run: 26.6-31.0 GB/s with the
- * whole share at the tile's start, 33.3-36.5 stepped; 23.1 with the first
- * 2 KB of the next page at once (an earlier session).  Measured and
- * dropped (one thread, 8192 pages in shuffled order, against the share at
- * the tile's start, 8.8-9.4 TSC cycles a key, where stepped took 7.2-7.6):
- * the share spread over the tile's four octets and the page after next
- * into L2 besides (no gain); the share with the NTA hint (the same); into
- * L2 (T1 or T2) with this page's next tile into L1, 10.6-12.7; every 4th
- * or 16th line of the next page, leaving the rest to the hardware
- * prefetchers, 10.9-14.6; only this page's next tile 11.7-12.1; none
- * 18.5-18.9: the hardware prefetchers do not fill in for a reader that
+ * in flight; the hardware prefetchers do not fill in for a reader that
  * computes between its loads.  Always inlined with the kernel's target:
- * GCC 12 left out the loop of a plain static inline one (seen in the
- * assembly). */
+ * GCC 12 left out the loop of a plain static inline one. */
 _Static_assert(4 * TILE == M3IDX_BLOCK_SIZE && M3IDX_PAGE_BYTES % (4 * 64) == 0,
                "four shares of whole lines");
 _Static_assert(TILE <= M3IDX_PAGE_BYTES / 4 / 64, "a line of the share for each of a tile's steps");
@@ -311,10 +297,7 @@ static inline __mmask16 first_lanes(int n) {
  * as bf16 (a table of the 16 values twice, as vpermw reads 5 index bits),
  * and one vdpbf16ps adds both products: 3 instructions for 32 products,
  * where direct32_body takes 6.  Checked against the scalar kernel before
- * it is picked (kernel-pick.c).  One thread, 8192 pages in shuffled order:
- * 6.2-6.3 TSC cycles a key against direct32_body's 7.8-7.9 (4.1 against
- * 5.3 over 8 pages, in cache).  With 64 keys a call (16 sums in flight, not
- * 8): 4.0 in cache, 6.3 from memory; not kept. */
+ * it is picked (kernel-pick.c). */
 #define TARGET_PAIRS __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512bf16")))
 
 /* The query as 64 dwords: dword i holds element 2i's bf16 bits in its high
@@ -388,10 +371,9 @@ TARGET static INLINE void page_scores(const uint8_t *page, const uint8_t *next,
     if (paired)
       query_pairs(rows[0].q, qp);
 #endif
-    /* The page's maximum, lane by lane, reduced once at its end (a
-       reduction a tile: 6.1 against 5.6 TSC cycles a key, one thread,
-       pages from memory).  Lanes take only non-NaN logits, so vmaxps
-       never meets a NaN; -0 logits are +0 already. */
+    /* The page's maximum, lane by lane, reduced once at its end rather
+       than a tile (fewer reductions).  Lanes take only non-NaN logits, so
+       vmaxps never meets a NaN; -0 logits are +0 already. */
     __m512 best = ninf;
     __mmask16 seen = 0;
     for (int t0 = 0; t0 < kmax; t0 += TILE) {

@@ -8,7 +8,6 @@
  */
 #include <config.h>
 
-#include "checks.h"
 #include "cpu.h"
 #include "formats.h"
 #include "fp-env.h"
@@ -118,11 +117,9 @@ static const uint8_t *entry_first_page(const struct m3idx_call *c, const int32_t
 
 /* Scores work-map entry e, each page with the next one on its way, and
  * returns the entry this thread takes next.  That entry is claimed as the
- * last block of e begins, so that its first page is the last one's next:
- * decode 8 x 128K q1 h1 on 2 threads of the 2-core VM of the bench
- * figures, 36.0-37.2 GB/s against 33.9-35.7 with no next page for an
- * entry's last block (same build, alternating runs).  Claimed no earlier,
- * so that calls of a few entries still spread over the threads. */
+ * last block of e begins, so that its first page is the last one's next.
+ * Claimed no earlier, so that calls of a few entries still spread over
+ * the threads. */
 static int64_t decode_entry(const struct m3idx_cpu_state *s,
                             const struct m3idx_call *c, const int32_t *map,
                             int64_t e, int64_t used, int64_t *claimed,

@@ -20,9 +20,9 @@
 
 /* Let a kernel take BYTES of dynamic shared memory: NVIDIA gives more
  * than 48 KB only when asked (once, not per launch, so that graph capture
- * sees plain launches); AMD gives any block up to 64 KB of LDS unasked.
- * I decided against asking on AMD: it cannot be run here, and a runtime
- * that refused would leave the whole backend unavailable. */
+ * sees plain launches); AMD gives any block up to 64 KB of LDS unasked,
+ * so nothing is asked there (a runtime that refused would leave the whole
+ * backend unavailable). */
 template <unsigned long BYTES> hipError_t m3idx_allow_shared(const void *kernel) {
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, (int)BYTES);

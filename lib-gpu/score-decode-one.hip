@@ -6,20 +6,15 @@
  * Each group of 32 threads scores whole pages on its own, with no barrier
  * between pages: teams of 4 lanes own a key, lane g its scale group g (as
  * in score-core.h), 8 keys of the team at a time while the next 8 are on
- * their way (4 at a time: 177 against 169 us at 64 x 128K on an H200);
- * the team's 4 lanes then finish one of each 4 keys each (team_dots), and
+ * their way; the team's 4 lanes then finish one of each 4 keys each (team_dots), and
  * the page maximum goes through butterflies of distance 1 to 16, inside
  * any warp width.  The query stays in registers.  A block fills its
  * table once and takes work-map entries blockIdx.x, + gridDim.x, ...,
  * its groups every 4th of an entry's blocks; the grid is the map's
  * capacity or twice what stays resident on the device, the smaller
- * (fixed for a context, so graph replays see one grid: SPEC section 9).
- * On an H200, same run, against a block an entry (a table filled an
- * entry): 64 x 128K 160.5 against 162.9 us, 8 x 1M 160.2 and 161.1
- * against 163.0 and 163.7; a grid of once what stays resident 162.4 at
- * 64 x 128K, two thirds of it 178.3.  (Each group walking an equal
- * share of the used entries' blocks measured 210 us against 170: not
- * kept; two entries a block 177.)
+ * (fixed for a context, so graph replays see one grid: SPEC section 9),
+ * so the table is filled once a block, not once an entry.  The figures
+ * of this and of the variants dropped are in TUNING-NOTES.
  *
  * The e2m1 elements come from a table in shared memory.  On NVIDIA it is
  * a wide one (one_table below); AMD blocks keep score-core.h's 32 KB one,
@@ -43,14 +38,12 @@
  * the shared window would cost an add per lookup).  Half of a lane's
  * bytes are looked up as float pairs and half as bf16 words: the first
  * load twice the bytes of shared memory, the second needs two more
- * instructions; at 4 keys a lane all float: 190 us, all bf16: 186, half and
- * half: 177. */
+ * instructions, and the mix balances the two. */
 struct one_table {
   uint4 chunk[256][16];
 };
 /* Bit 4 w + b set: byte b of a lane's word w is looked up as a bf16
- * word (at 8 keys a lane, in one run: 0xaaaa 173.1 and 166.0 us, 0x2222
- * 175.8 and 176.6, 0x7777 167.4 and 166.0, 0x00ff 170.9 and 174.5). */
+ * word (the masks tried are in TUNING-NOTES). */
 #define ONE_BF16_BYTES 0xaaaa
 
 M3IDX_DEV void fill_table(one_table &sm) {
@@ -120,10 +113,7 @@ struct step_regs {
 M3IDX_DEV int step_key(int team, int step, int k) { return team + 8 * (STEP_KEYS * step + k); }
 
 /* 16 bytes of a page: read once, so on NVIDIA they take no place in L1
- * (the table's shared memory shares it).  At 64 x 128K on an H200, in one
- * run, two medians each: 164.5 and 163.2 us against 165.5 and 166.4 with
- * a plain load; also tried: ld.global.cs, 165.9 and 166.8, and this load
- * with an L2 prefetch of 256 bytes besides, 163.5 and 164.1. */
+ * (the table's shared memory shares it). */
 M3IDX_DEV uint4 load_once16(const uint8_t *p) {
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   uint4 v;
@@ -152,10 +142,7 @@ M3IDX_DEV void load_step(const uint8_t *page, int step, int team, int g, step_re
  * goes: after the first (distance 1) a lane holds s_g + s_(g^1) of the
  * keys with its parity, after the second (distance 2) it adds the other
  * pair's sum of its own key.  Addition commutes, so every key gets
- * (s0 + s1) + (s2 + s3) bit for bit; 3 shuffles instead of 8.  (Scale
- * bytes decoded by a rotate and a mask when a warp vote finds no byte 0
- * or 255 in the step, as the CPU does: 171.4 against 163.1 us at 64 x
- * 128K on an H200, same run; not kept.) */
+ * (s0 + s1) + (s2 + s3) bit for bit; 3 shuffles instead of 8. */
 M3IDX_DEV float team_dots(const float *gs, uint32_t scales, int team, int g) {
   float sg[4];
 #pragma unroll
@@ -192,8 +179,8 @@ M3IDX_DEV float step_best(const one_table &sm, const step_regs &x, const float *
 M3IDX_DEV void score_entry(const one_table &sm, const gpu_call &c, const int32_t *map, int e) {
   const int t = threadIdx.x, lane = t & 31, group = t >> 5, team = lane >> 2, g = lane & 3;
   /* This group's first page id is asked for while the entry's request
-     length is on its way (read in bounds whatever the entry holds): at
-     64 x 128K 165.8 us, against 167.0 and 167.6 asked for after. */
+     length is on its way, to overlap the two reads (read in bounds
+     whatever the entry holds). */
   const int req = map[2 * e];
   const int id = req >= 0 && req < c.num_reqs
                      ? block_table_at(c, req, (map[2 * e + 1] & M3IDX_WORK_FIRST_MASK) + group)

@@ -22,7 +22,7 @@
 #include "score-core.h"
 #include "work-map.h"
 
-#define ENTRY_SPLIT 2 /* 1, 2, 4 (one key at a time): 762, 753, 757 us at 64 x 128K q1 h4 */
+#define ENTRY_SPLIT 2 /* the fastest of 1, 2 and 4 (TUNING-NOTES) */
 #define GROUPS (SCORE_THREADS / 32)
 #define PASS_PAIRS 8 /* the most pairs of a pass */
 

@@ -104,7 +104,6 @@ extern const struct m3idx_backend_ops m3idx_cpu_backend_ops;
 
 /* The symbol the HIP plugin exports; returns its table. */
 #define M3IDX_PLUGIN_ENTRY "m3idx_plugin_backend_ops"
-typedef const struct m3idx_backend_ops *(*m3idx_plugin_entry_fn)(void);
 
 #ifdef __cplusplus
 }

@@ -24,14 +24,6 @@ static const char *mode_name(m3idx_mode mode) {
   return mode == M3IDX_MODE_DECODE ? "M3IDX_MODE_DECODE" : "M3IDX_MODE_PREFILL";
 }
 
-/* Tokens of request r that its rows see: the last row's causal block
- * count, 0 for a prefill request with no rows. */
-int32_t m3idx__request_blocks(const struct m3idx_call *c, int32_t r) {
-  if (c->mode == M3IDX_MODE_PREFILL && c->cu_seqlens_q[r + 1] == c->cu_seqlens_q[r])
-    return 0;
-  return m3idx__blocks_of(c->seq_lens[r]);
-}
-
 static m3idx_status check_decode_lengths(m3idx_context *ctx,
                                          const struct m3idx_call *c) {
   for (int32_t r = 0; r < c->num_reqs; r++) {

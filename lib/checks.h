@@ -31,8 +31,4 @@ m3idx_status m3idx__check_work_map(m3idx_context *ctx, const int32_t *map,
                                    int32_t capacity, int building,
                                    struct m3idx_call *call);
 
-/* Causal blocks of request r's last row (0 for a prefill request without
- * rows); the blocks whose page ids the call reads. */
-int32_t m3idx__request_blocks(const struct m3idx_call *call, int32_t r);
-
 #endif /* M3IDX_CHECKS_H */

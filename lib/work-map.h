@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "backend.h"
+
 #define M3IDX_WORK_COUNT_SHIFT 24
 #define M3IDX_WORK_FIRST_MASK 0x00ffffff
 #define M3IDX_WORK_CHUNK_MIN 8 /* the smallest chunk: maps of it are the largest */
@@ -35,6 +37,14 @@ static inline int64_t m3idx__work_map_capacity_of(int32_t max_reqs, int32_t max_
 
 static inline int32_t m3idx__blocks_of(int64_t tokens) {
   return (int32_t)((tokens + 127) / 128);
+}
+
+/* Causal blocks of request r's last row, 0 for a prefill request with no
+ * rows: the blocks whose page ids a call reads (checks and backends). */
+static inline int32_t m3idx__request_blocks(const struct m3idx_call *c, int32_t r) {
+  if (c->mode == M3IDX_MODE_PREFILL && c->cu_seqlens_q[r + 1] == c->cu_seqlens_q[r])
+    return 0;
+  return m3idx__blocks_of(c->seq_lens[r]);
 }
 
 /* Entries the batch needs. */

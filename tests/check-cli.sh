@@ -6,7 +6,7 @@
 # With M3IDX_WRAP set (CI: libtool --mode=execute valgrind --error-exitcode=97),
 # every run goes through it, and exit status 97 is a failure.
 set -u
-: "${M3IDX:=../lib/m3idx}"
+: "${M3IDX:=../cli/m3idx}"
 : "${HELPER:=./cli-helper}"
 : "${srcdir:=.}"
 case ${M3IDX_BACKEND:-} in

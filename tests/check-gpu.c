@@ -9,7 +9,6 @@
  * SPDX-License-Identifier: MIT
  */
 #include <check.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,16 +321,9 @@ int main(void) {
     printf("SKIP: the HIP backend is unavailable: %s\n", why);
     return 77;
   }
-  const char *dir = getenv("M3IDX_PLUGIN_DIR");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/m3idx-hip.so", dir ? dir : ".");
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  m3idx_devtools_entry_fn entry = NULL;
-  void *sym = h ? dlsym(h, M3IDX_DEVTOOLS_ENTRY) : NULL;
-  memcpy(&entry, &sym, sizeof entry);
-  dt = entry ? entry() : NULL;
-  if (dt == NULL || dt->abi != M3IDX_DEVTOOLS_ABI) {
-    printf("FAIL: cannot load the plugin's devtools from %s\n", path);
+  dt = m3idx__plugin_devtools(&why);
+  if (dt == NULL) {
+    printf("FAIL: the HIP backend is available, but not its developer tools: %s\n", why);
     return 1;
   }
   Suite *s = suite_create("gpu");

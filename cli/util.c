@@ -121,6 +121,15 @@ double cli_median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+int cli_unsteady(const double *v, int n) {
+  double lo = v[0], hi = v[0];
+  for (int i = 1; i < n; i++) {
+    lo = v[i] < lo ? v[i] : lo;
+    hi = v[i] > hi ? v[i] : hi;
+  }
+  return hi - lo > lo * (CLI_UNSTEADY_PERCENT / 100.0);
+}
+
 static double progress_start = -1.0;
 static int progress_shown;
 

@@ -36,6 +36,10 @@ int cli_parse_backend(const char *s, m3idx_backend *out);
 double cli_now(void); /* seconds, monotonic */
 /* The median of v[0..n) (sorts v). */
 double cli_median(double *v, int n);
+/* Timings too spread to quote: the slowest of v[0..n) more than
+ * CLI_UNSTEADY_PERCENT above the fastest (a busy or shared machine). */
+#define CLI_UNSTEADY_PERCENT 50
+int cli_unsteady(const double *v, int n);
 
 /* A progress line on stderr, only when stderr is a terminal and the run
  * has lasted more than a second; cleared by cli_progress_done. */

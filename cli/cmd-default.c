@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cli.h"
 #include "synth.h"
@@ -25,14 +28,15 @@ struct run {
   m3idx_context *ctx;
   int32_t *dec_topk, *pre_topk;
   float *dec_scores, *pre_scores;
-  double t[2][4]; /* [decode, prefill][score, pin, topk, fused] */
+  double t[2][4];  /* [decode, prefill][score, pin, topk, fused] */
+  int noisy[2][4]; /* the repeats spread too widely for t to be a figure */
 };
 
 static const char *stage_names[4] = {"score", "pin", "top-k", "fused"};
 
 /* One stage of one mode; returns its status, or its median time in *t. */
 static m3idx_status stage(struct run *r, const struct synth *s, int prefill, int which,
-                          float *scores, double *t) {
+                          float *scores, double *t, int *noisy) {
   m3idx_batch b;
   m3idx_kcache k;
   m3idx_query q = {prefill ? s->prefill_query : s->decode_query, M3IDX_DTYPE_BF16, 0.08838835f};
@@ -69,7 +73,8 @@ static m3idx_status stage(struct run *r, const struct synth *s, int prefill, int
       return st;
     times[i] = cli_now() - t0;
   }
-  *t = cli_median(times + 1, REPEAT); /* times[0] is the warm-up */
+  *t = cli_median(times + 1, REPEAT); /* times[0] is the warm-up; sorts the rest */
+  *noisy = cli_unsteady(times + 1, REPEAT);
   return M3IDX_OK;
 }
 
@@ -99,7 +104,7 @@ static int run_backend(struct run *r, const struct synth *s, m3idx_backend backe
     for (int which = 0; which < 4; which++) {
       cli_progress("%s: %s %s", r->label, prefill ? "prefill" : "decode", stage_names[which]);
       st = stage(r, s, prefill, which, prefill ? r->pre_scores : r->dec_scores,
-                 &r->t[prefill][which]);
+                 &r->t[prefill][which], &r->noisy[prefill][which]);
       if (st != M3IDX_OK) {
         cli_library_error(NULL, st, m3idx_last_error(r->ctx));
         return -1;
@@ -140,7 +145,7 @@ static int same_bytes(const struct run *a, const struct run *b, const struct syn
 }
 
 static void print_topk(const char *what, const int32_t *ids) {
-  printf("  %-34s", what);
+  printf("  %-41s", what);
   for (int i = 0; i < M3IDX_TOPK; i++)
     printf(" %d", ids[i]);
   printf("\n");
@@ -156,7 +161,10 @@ int cli_default_job(int argc, char **argv) {
     lens[r] = r == 0 ? 32768 : 1 + (int32_t)(synth_rand(&rs) % 32768);
   struct synth s;
   cli_progress("building the synthetic batch");
-  if (synth_make(&s, SEED, REQS, lens, HEADS, 1, CHUNK) != 0) {
+  const struct synth_spec spec = {.style = SYNTH_MODEL_LIKE, .seed = SEED, .num_reqs = REQS,
+                                  .seq_lens = lens, .num_heads = HEADS, .query_len = 1,
+                                  .prefill_chunk = CHUNK};
+  if (synth_make(&s, &spec) != 0) {
     cli_error(NULL, "no memory for the synthetic batch");
     return CLI_EXIT_FAILURE;
   }
@@ -174,7 +182,14 @@ int cli_default_job(int argc, char **argv) {
   int nruns = 0, failed = 0;
   memset(runs, 0, sizeof runs);
   const char *hip_why = m3idx_backend_unavailable_reason(M3IDX_BACKEND_HIP);
-  runs[nruns].label = "cpu";
+#ifdef _OPENMP
+  const int threads = omp_get_max_threads();
+#else
+  const int threads = 1;
+#endif
+  char cpu_label[32];
+  snprintf(cpu_label, sizeof cpu_label, "cpu, %d thread%s", threads, threads == 1 ? "" : "s");
+  runs[nruns].label = cpu_label;
   failed |= run_backend(&runs[nruns++], &s, M3IDX_BACKEND_CPU, 0) != 0;
   runs[nruns].label = "cpu, 1 thread";
   failed |= run_backend(&runs[nruns++], &s, M3IDX_BACKEND_CPU, 1) != 0;
@@ -193,30 +208,31 @@ int cli_default_job(int argc, char **argv) {
   if (hip_why)
     printf("          hip unavailable: %s\n", hip_why);
 
-  printf("\ntop-k block ids (fused call, head 0 unless noted):\n");
+  printf("\ntop-k block ids (fused call, head 0 unless noted; rows counted within their request;\n"
+         "the first id is the row's own block, pinned as the local block):\n");
   char what[96];
   for (int r = 0; r < REQS; r += 3) {
-    snprintf(what, sizeof what, "decode req %d (pos %d):", r, lens[r] - 1);
+    snprintf(what, sizeof what, "decode req %d row 0 (pos %d):", r, lens[r] - 1);
     print_topk(what, runs[0].dec_topk + (size_t)r * M3IDX_TOPK);
   }
   {
-    int r = 0, last = s.cu_seqlens_q[1] - 1;
-    snprintf(what, sizeof what, "prefill req 0 row %d (pos %d):", last,
-             s.context_lens[r] + last - s.cu_seqlens_q[r]);
+    int last = s.cu_seqlens_q[1] - 1; /* request 0's last row */
+    snprintf(what, sizeof what, "prefill req 0 row %d (pos %d):", last, s.context_lens[0] + last);
     print_topk(what, runs[0].pre_topk + (size_t)last * M3IDX_TOPK);
-    int row = s.cu_seqlens_q[7];
-    snprintf(what, sizeof what, "prefill req 7 row %d, head 3:", row);
+    int row = s.cu_seqlens_q[7]; /* request 7's first row */
+    snprintf(what, sizeof what, "prefill req 7 row 0 (pos %d), head 3:", s.context_lens[7]);
     print_topk(what, runs[0].pre_topk + ((size_t)3 * s.prefill_rows + (size_t)row) * M3IDX_TOPK);
   }
 
-  printf("\ntime per stage (median of %d, ms):\n", REPEAT);
-  printf("  %-16s %8s %8s %8s %8s   %8s %8s %8s %8s\n", "backend", "dec:scr", "pin", "top-k",
+  printf("\ntime per stage (median of %d, ms; * the runs spread by more than %d%%: the machine\n"
+         "was busy, and the figure is not one to quote):\n", REPEAT, CLI_UNSTEADY_PERCENT);
+  printf("  %-16s %8s  %8s  %8s  %8s    %8s  %8s  %8s  %8s\n", "backend", "dec:scr", "pin", "top-k",
          "fused", "pre:scr", "pin", "top-k", "fused");
   for (int i = 0; i < nruns; i++) {
     printf("  %-16s", runs[i].label);
     for (int m = 0; m < 2; m++) {
       for (int k = 0; k < 4; k++)
-        printf(" %8.3f", 1e3 * runs[i].t[m][k]);
+        printf(" %8.3f%c", 1e3 * runs[i].t[m][k], runs[i].noisy[m][k] ? '*' : ' ');
       printf("  ");
     }
     printf("\n");
@@ -224,7 +240,7 @@ int cli_default_job(int argc, char **argv) {
   int agree = 1;
   for (int i = 1; i < nruns; i++)
     agree &= same_bytes(&runs[0], &runs[i], &s);
-  printf("\nthreads agree (cpu default vs 1 thread): %s\n",
+  printf("\nthreads agree (cpu, %d threads vs 1 thread): %s\n", threads,
          same_bytes(&runs[0], &runs[1], &s) ? "yes" : "no");
   printf("backends agree: %s%s\n", agree ? "yes" : "no",
          nruns > 2 ? " (cpu and hip, every top-k id and causal score byte)"

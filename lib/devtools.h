@@ -1,9 +1,12 @@
 /*
  * devtools.h - a second table the HIP plugin exports for m3idx's own tests
- * and benchmark (not part of the library's API): device memory, streams,
- * graph capture and replay, and the two ceilings the benchmark measures.
- * Every function returns 0 on success, else a negative number, and
- * writes the runtime's message to err (if not NULL).
+ * and benchmark (not part of the library's API, not installed): device
+ * memory, streams, graph capture and replay, and the two ceilings the
+ * benchmark measures.  Every function returns 0 on success, else a
+ * negative number, and writes the runtime's message to err (if not NULL).
+ * Like backend.h, it is the plugin's interface; the tools reach the table
+ * through the library's loader (m3idx__plugin_devtools), never by opening
+ * the plugin themselves.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -11,6 +14,8 @@
 #define M3IDX_DEVTOOLS_H
 
 #include <stddef.h>
+
+#include "m3idx.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,7 +53,10 @@ struct m3idx_devtools {
   int (*device_name)(char *name, size_t len);
 };
 
-typedef const struct m3idx_devtools *(*m3idx_devtools_entry_fn)(void);
+/* The loaded HIP plugin's developer tools, checked (ABI, no NULL member);
+ * NULL with *why set when the HIP backend or its tools cannot be had.
+ * Exported for m3idx's bench and tests only. */
+M3IDX_API const struct m3idx_devtools *m3idx__plugin_devtools(const char **why);
 
 #ifdef __cplusplus
 }

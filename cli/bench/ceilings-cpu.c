@@ -1,5 +1,5 @@
 /*
- * bench-ceilings.c - the CPU's own ceilings, measured in the bench's run:
+ * ceilings-cpu.c - the CPU's own ceilings, measured in the bench's run:
  * a STREAM-style read of a buffer larger than the last-level cache, the
  * same read taken as 8704-byte pages in shuffled order, the next page
  * prefetched while one is read (what decode reads, as it reads them: a
@@ -21,9 +21,10 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "cpu-features.h"
 #include "synth.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef M3IDX_CPU_X86_64
 __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p, size_t n) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
   for (size_t i = 0; i + 256 <= n; i += 256) {
@@ -49,19 +50,10 @@ static uint64_t read_plain(const uint8_t *p, size_t n) {
   return a + b + c + d;
 }
 
-static int have_avx512(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-#else
-  return 0;
-#endif
-}
-
 volatile uint64_t bench_sink;
 
 static uint64_t read_span(const uint8_t *p, size_t n, int simd) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef M3IDX_CPU_X86_64
   if (simd)
     return read_avx512(p, n);
 #endif
@@ -77,7 +69,7 @@ static double timed_read(const uint8_t *buf, const int32_t *order, int64_t spans
   double *times = malloc(sizeof(double) * (size_t)repeats);
   if (times == NULL)
     return 0.0;
-  int simd = have_avx512();
+  int simd = m3idx__cpu_has_avx512f();
   for (int r = 0; r <= repeats; r++) {
     double t0 = cli_now();
     uint64_t total = 0;
@@ -98,7 +90,7 @@ static double timed_read(const uint8_t *buf, const int32_t *order, int64_t spans
 }
 
 double bench_cpu_read_bandwidth(int threads, size_t bytes, int repeats) {
-  uint8_t *buf = bench_alloc_cache(bytes); /* as the page cache is allocated */
+  uint8_t *buf = synth_alloc_cache(bytes); /* as the page cache is allocated */
   if (buf == NULL)
     return 0.0;
   size_t chunk = bytes / (size_t)(threads > 0 ? threads : 1) / 256 * 256;
@@ -112,7 +104,7 @@ double bench_cpu_read_bandwidth(int threads, size_t bytes, int repeats) {
 
 double bench_cpu_page_read_bandwidth(int threads, size_t bytes, int repeats) {
   const int32_t pages = (int32_t)(bytes / M3IDX_PAGE_BYTES); /* 8704 = 34 x 256 */
-  uint8_t *buf = bench_alloc_cache((size_t)pages * M3IDX_PAGE_BYTES);
+  uint8_t *buf = synth_alloc_cache((size_t)pages * M3IDX_PAGE_BYTES);
   int32_t *order = malloc(sizeof(int32_t) * (size_t)pages);
   if (buf == NULL || order == NULL) {
     free(buf);
@@ -133,7 +125,7 @@ double bench_cpu_page_read_bandwidth(int threads, size_t bytes, int repeats) {
 #define CHAINS 16
 #define ITERS 20000000
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef M3IDX_CPU_X86_64
 __attribute__((target("avx512f"))) static float fma_avx512(float seed) {
   __m512 v[CHAINS];
   const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
@@ -163,14 +155,14 @@ static float fma_plain(float seed) {
 }
 
 double bench_cpu_fma_peak(int threads) {
-  int simd = have_avx512();
+  int simd = m3idx__cpu_has_avx512f();
   double times[3];
   for (int r = 0; r < 4; r++) {
     double t0 = cli_now();
     float total = 0.0f;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
     for (int t = 0; t < threads; t++) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef M3IDX_CPU_X86_64
       total += simd ? fma_avx512((float)t) : fma_plain((float)t);
 #else
       total += fma_plain((float)t);
