@@ -210,9 +210,11 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
   case_job(c, d, &job);
   cli_progress("%s: %s", en->name, name);
   void *j = en->setup(rn->engine[e], &job, err, sizeof err);
+  /* Top-k alone has no fused call; a scaling case reports the score alone. */
+  const int stages = c->stage == BENCH_TOPK || (c->flags & BENCH_SCALING) ? 1 : 2;
   struct bench_timing score, fused;
   if (j == NULL || en->time(j, 0, rn->o->repeats, &score, err, sizeof err) != 0 ||
-      (c->stage != BENCH_TOPK && en->time(j, 1, rn->o->repeats, &fused, err, sizeof err) != 0)) {
+      (stages == 2 && en->time(j, 1, rn->o->repeats, &fused, err, sizeof err) != 0)) {
     cli_error("bench", "%s: %s: %s", en->name, name, err);
     en->teardown(j);
     return;
@@ -223,7 +225,7 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
     verified = v ? v : "-";
   }
   en->teardown(j);
-  for (int f = 0; f < (c->stage == BENCH_TOPK ? 1 : 2); f++) {
+  for (int f = 0; f < stages; f++) {
     struct bench_result *r = bench_report_add(rn->rep);
     if (r == NULL)
       return;
