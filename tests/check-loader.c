@@ -19,6 +19,7 @@ static void use_fake(const char *mode) {
   ck_assert_msg(dir != NULL, "M3IDX_FAKE_PLUGIN_DIR is not set (run through make check)");
   setenv("M3IDX_PLUGIN_DIR", dir, 1);
   setenv("M3IDX_FAKE_PLUGIN", mode, 1);
+  unsetenv("M3IDX_BACKEND"); /* AUTO means AUTO here */
 }
 
 /* The HIP backend's reason contains want; an AUTO context runs on the CPU. */
@@ -57,6 +58,7 @@ END_TEST
 
 START_TEST(no_plugin_file) {
   setenv("M3IDX_PLUGIN_DIR", "/nonexistent-m3idx-plugin-dir", 1);
+  unsetenv("M3IDX_BACKEND");
   unavailable_with("/nonexistent-m3idx-plugin-dir/m3idx-hip.so");
 }
 END_TEST
