@@ -72,6 +72,25 @@ struct bench_timing {
   double spread; /* slowest / fastest - 1 */
 };
 
+/* One call of a stage through the public API, as both engines make it:
+ * host pointers on the CPU, device pointers on the GPU. */
+struct bench_call {
+  m3idx_context *ctx;
+  m3idx_batch batch;
+  enum bench_stage stage;
+  m3idx_query q;
+  m3idx_kcache k;
+  const int32_t *map; /* decode: the work map, or NULL */
+  int32_t cap;
+  float *scores;
+  int64_t stride;
+  int32_t *topk;
+};
+/* fused: score, pin and top-k in one call (top-k alone for BENCH_TOPK). */
+m3idx_status bench_call_once(const struct bench_call *c, int fused);
+/* The timing of n repeats' seconds v (sorts v). */
+void bench_timing_of(double *v, int n, struct bench_timing *out);
+
 /* A backend as the bench drives it.  Every operation returns 0, or -1
  * with a message in err. */
 struct bench_engine {

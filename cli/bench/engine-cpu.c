@@ -18,17 +18,6 @@ struct cpu_engine {
   char device[64];
 };
 
-struct cpu_job {
-  m3idx_context *ctx;
-  m3idx_batch batch;
-  enum bench_stage stage;
-  m3idx_query q;
-  m3idx_kcache k;
-  float *scores;
-  int32_t *topk;
-  int64_t stride;
-};
-
 static void *cpu_open(int threads, char *err, size_t n) {
   struct cpu_engine *e = calloc(1, sizeof *e);
   if (e == NULL) {
@@ -55,25 +44,9 @@ static int cpu_ceilings(void *engine, int quick, struct bench_ceilings *out, cha
   return 0;
 }
 
-static m3idx_status call_once(struct cpu_job *c, int fused) {
-  switch (c->stage) {
-  case BENCH_DECODE:
-    return fused ? m3idx_index_topk_decode(c->ctx, &c->batch, &c->q, &c->k, 0, 1, NULL, 0,
-                                           c->topk, c->scores, c->stride)
-                 : m3idx_score_decode(c->ctx, &c->batch, &c->q, &c->k, NULL, 0, c->scores,
-                                      c->stride);
-  case BENCH_PREFILL:
-    return fused ? m3idx_index_topk_prefill(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->topk,
-                                            c->scores, c->stride)
-                 : m3idx_score_prefill(c->ctx, &c->batch, &c->q, &c->k, c->scores, c->stride);
-  case BENCH_TOPK:
-    return m3idx_topk_from_scores(c->ctx, &c->batch, c->scores, c->stride, c->topk);
-  }
-  return M3IDX_ERR_INVALID_ARGUMENT;
-}
-
+/* A job is a struct bench_call on host buffers it owns. */
 static void cpu_teardown(void *job) {
-  struct cpu_job *c = job;
+  struct bench_call *c = job;
   if (c == NULL)
     return;
   m3idx_context_destroy(c->ctx);
@@ -85,7 +58,7 @@ static void cpu_teardown(void *job) {
 static void *cpu_setup(void *engine, const struct bench_job *job, char *err, size_t n) {
   const struct cpu_engine *e = engine;
   const m3idx_batch *b = &job->batch;
-  struct cpu_job *c = calloc(1, sizeof *c);
+  struct bench_call *c = calloc(1, sizeof *c);
   if (c == NULL) {
     snprintf(err, n, "no memory");
     return NULL;
@@ -126,13 +99,13 @@ static void *cpu_setup(void *engine, const struct bench_job *job, char *err, siz
 
 static int cpu_time(void *job, int fused, int repeats, struct bench_timing *out, char *err,
                     size_t n) {
-  struct cpu_job *c = job;
+  struct bench_call *c = job;
   double v[32];
   if (repeats > 31)
     repeats = 31;
   for (int r = 0; r <= repeats; r++) { /* r = 0 warms up */
     double t0 = cli_now();
-    m3idx_status st = call_once(c, fused);
+    m3idx_status st = bench_call_once(c, fused);
     if (st != M3IDX_OK) {
       snprintf(err, n, "%s", m3idx_last_error(c->ctx));
       return -1;
@@ -140,16 +113,14 @@ static int cpu_time(void *job, int fused, int repeats, struct bench_timing *out,
     if (r > 0)
       v[r - 1] = cli_now() - t0;
   }
-  out->median_s = cli_median(v, repeats);
-  out->unsteady = cli_unsteady(v, repeats);
-  out->spread = v[repeats - 1] / v[0] - 1.0; /* v is sorted */
+  bench_timing_of(v, repeats, out);
   return 0;
 }
 
 static int cpu_outputs(void *job, const float **scores, const int32_t **topk, char *err,
                        size_t n) {
-  struct cpu_job *c = job;
-  if (call_once(c, 1) != M3IDX_OK) {
+  struct bench_call *c = job;
+  if (bench_call_once(c, 1) != M3IDX_OK) {
     snprintf(err, n, "%s", m3idx_last_error(c->ctx));
     return -1;
   }

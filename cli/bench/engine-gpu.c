@@ -25,16 +25,10 @@ struct gpu_engine {
 
 struct gpu_job {
   struct gpu_engine *g;
-  m3idx_context *ctx;
-  m3idx_batch batch; /* with device seq_lens, cu_seqlens_q, context_lens */
-  enum bench_stage stage;
-  m3idx_query q;
-  m3idx_kcache k;
-  int32_t *seq, *bt, *cu, *cl, *map, *topk, cap;
+  struct bench_call c; /* device buffers, and a batch with device lengths */
+  int32_t *seq, *bt, *cu, *cl, *map;
   uint8_t *pages;
   uint16_t *query;
-  float *scores;
-  int64_t stride;
   /* What a timed batch runs. */
   int fused, calls;
   m3idx_status st;
@@ -82,27 +76,10 @@ static int gpu_ceilings(void *engine, int quick, struct bench_ceilings *out, cha
   return g->dt->fma_peak(&out->flops_per_s, err, n);
 }
 
-static m3idx_status call_once(struct gpu_job *t, int fused) {
-  switch (t->stage) {
-  case BENCH_DECODE:
-    return fused ? m3idx_index_topk_decode(t->ctx, &t->batch, &t->q, &t->k, 0, 1, t->map,
-                                           t->cap, t->topk, t->scores, t->stride)
-                 : m3idx_score_decode(t->ctx, &t->batch, &t->q, &t->k, t->map, t->cap,
-                                      t->scores, t->stride);
-  case BENCH_PREFILL:
-    return fused ? m3idx_index_topk_prefill(t->ctx, &t->batch, &t->q, &t->k, 0, 1, t->topk,
-                                            t->scores, t->stride)
-                 : m3idx_score_prefill(t->ctx, &t->batch, &t->q, &t->k, t->scores, t->stride);
-  case BENCH_TOPK:
-    return m3idx_topk_from_scores(t->ctx, &t->batch, t->scores, t->stride, t->topk);
-  }
-  return M3IDX_ERR_INVALID_ARGUMENT;
-}
-
 static int run_calls(void *arg) {
   struct gpu_job *t = arg;
   for (int i = 0; i < t->calls && t->st == M3IDX_OK; i++)
-    t->st = call_once(t, t->fused);
+    t->st = bench_call_once(&t->c, t->fused);
   return t->st == M3IDX_OK ? 0 : -1;
 }
 
@@ -110,8 +87,8 @@ static void gpu_teardown(void *job) {
   struct gpu_job *t = job;
   if (t == NULL)
     return;
-  m3idx_context_destroy(t->ctx);
-  void *all[] = {t->seq, t->bt, t->cu, t->cl, t->map, t->topk, t->pages, t->query, t->scores};
+  m3idx_context_destroy(t->c.ctx);
+  void *all[] = {t->seq, t->bt, t->cu, t->cl, t->map, t->c.topk, t->pages, t->query, t->c.scores};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i])
       t->g->dt->release(all[i]);
@@ -139,21 +116,22 @@ static void *gpu_setup(void *engine, const struct bench_job *job, char *err, siz
     snprintf(err, n, "no memory");
     return NULL;
   }
+  struct bench_call *c = &t->c;
   t->g = g;
-  t->stage = job->stage;
-  t->stride = (b->max_seq_len + 127) / 128;
+  c->stage = job->stage;
+  c->stride = (b->max_seq_len + 127) / 128;
   const size_t rows = (size_t)b->num_heads * (size_t)b->num_rows;
   const uint16_t *query = b->mode == M3IDX_MODE_PREFILL ? d->prefill_query : d->decode_query;
-  t->host_scores = malloc(sizeof(float) * rows * (size_t)t->stride + 1);
+  t->host_scores = malloc(sizeof(float) * rows * (size_t)c->stride + 1);
   t->host_topk = malloc(sizeof(int32_t) * rows * M3IDX_TOPK + 1);
   if (!t->host_scores || !t->host_topk) {
     snprintf(err, n, "no memory for the outputs");
     goto fail;
   }
   if (upload(g, &t->seq, d->seq_lens, sizeof(int32_t) * (size_t)b->num_reqs, err, n) ||
-      upload(g, &t->scores, job->stage == BENCH_TOPK ? d->scores : NULL,
-             sizeof(float) * rows * (size_t)t->stride, err, n) ||
-      upload(g, &t->topk, NULL, sizeof(int32_t) * rows * M3IDX_TOPK, err, n))
+      upload(g, &c->scores, job->stage == BENCH_TOPK ? d->scores : NULL,
+             sizeof(float) * rows * (size_t)c->stride, err, n) ||
+      upload(g, &c->topk, NULL, sizeof(int32_t) * rows * M3IDX_TOPK, err, n))
     goto fail;
   if (job->stage != BENCH_TOPK &&
       (upload(g, &t->bt, d->block_table,
@@ -173,26 +151,27 @@ static void *gpu_setup(void *engine, const struct bench_job *job, char *err, siz
   o.max_model_len = b->max_seq_len;
   o.max_rows = b->num_rows;
   o.max_heads = b->num_heads;
-  if (m3idx_context_create(&o, &t->ctx) != M3IDX_OK) {
+  if (m3idx_context_create(&o, &c->ctx) != M3IDX_OK) {
     snprintf(err, n, "%s", m3idx_last_error(NULL));
     goto fail;
   }
-  t->batch = *b;
-  t->batch.seq_lens = t->seq;
-  t->batch.cu_seqlens_q = t->cu;
-  t->batch.context_lens = t->cl;
-  t->q = (m3idx_query){t->query, M3IDX_DTYPE_BF16, 0.08838835f};
-  t->k = (m3idx_kcache){t->pages, d->num_pages, t->bt, d->bt_stride};
+  c->batch = *b;
+  c->batch.seq_lens = t->seq;
+  c->batch.cu_seqlens_q = t->cu;
+  c->batch.context_lens = t->cl;
+  c->q = (m3idx_query){t->query, M3IDX_DTYPE_BF16, 0.08838835f};
+  c->k = (m3idx_kcache){t->pages, d->num_pages, t->bt, d->bt_stride};
   t->st = M3IDX_OK;
   if (job->stage == BENCH_DECODE) {
-    if (m3idx_work_map_capacity(b->num_reqs, (int32_t)t->stride, b->query_len, b->num_heads,
-                                &t->cap) != M3IDX_OK ||
-        upload(g, &t->map, NULL, sizeof(int32_t) * 2 * (size_t)t->cap, err, n))
+    if (m3idx_work_map_capacity(b->num_reqs, (int32_t)c->stride, b->query_len, b->num_heads,
+                                &c->cap) != M3IDX_OK ||
+        upload(g, &t->map, NULL, sizeof(int32_t) * 2 * (size_t)c->cap, err, n))
       goto fail;
-    if (m3idx_work_map_build(t->ctx, &t->batch, t->map, t->cap) != M3IDX_OK) {
-      snprintf(err, n, "%s", m3idx_last_error(t->ctx));
+    if (m3idx_work_map_build(c->ctx, &c->batch, t->map, c->cap) != M3IDX_OK) {
+      snprintf(err, n, "%s", m3idx_last_error(c->ctx));
       goto fail;
     }
+    c->map = t->map;
   }
   return t;
 fail:
@@ -203,9 +182,9 @@ fail:
 /* The call's status once the stream has drained. */
 static int settle(struct gpu_job *t, char *err, size_t n) {
   if (t->st == M3IDX_OK)
-    t->st = m3idx_synchronize(t->ctx);
+    t->st = m3idx_synchronize(t->c.ctx);
   if (t->st != M3IDX_OK) {
-    snprintf(err, n, "%s", m3idx_last_error(t->ctx));
+    snprintf(err, n, "%s", m3idx_last_error(t->c.ctx));
     return -1;
   }
   return 0;
@@ -231,9 +210,7 @@ static int gpu_time(void *job, int fused, int repeats, struct bench_timing *out,
       return settle(t, err, n), -1;
     v[r] = sec / t->calls;
   }
-  out->median_s = cli_median(v, repeats);
-  out->unsteady = cli_unsteady(v, repeats);
-  out->spread = v[repeats - 1] / v[0] - 1.0; /* v is sorted */
+  bench_timing_of(v, repeats, out);
   return settle(t, err, n);
 }
 
@@ -241,16 +218,17 @@ static int gpu_outputs(void *job, const float **scores, const int32_t **topk, ch
                        size_t n) {
   struct gpu_job *t = job;
   const struct m3idx_devtools *dt = t->g->dt;
-  const size_t rows = (size_t)t->batch.num_heads * (size_t)t->batch.num_rows;
-  t->st = call_once(t, 1);
+  const struct bench_call *c = &t->c;
+  const size_t rows = (size_t)c->batch.num_heads * (size_t)c->batch.num_rows;
+  t->st = bench_call_once(c, 1);
   if (settle(t, err, n))
     return -1;
-  if (dt->to_host(t->host_topk, t->topk, sizeof(int32_t) * rows * M3IDX_TOPK, err, n))
+  if (dt->to_host(t->host_topk, c->topk, sizeof(int32_t) * rows * M3IDX_TOPK, err, n))
     return -1;
-  if (t->stage != BENCH_TOPK &&
-      dt->to_host(t->host_scores, t->scores, sizeof(float) * rows * (size_t)t->stride, err, n))
+  if (c->stage != BENCH_TOPK &&
+      dt->to_host(t->host_scores, c->scores, sizeof(float) * rows * (size_t)c->stride, err, n))
     return -1;
-  *scores = t->stage == BENCH_TOPK ? NULL : t->host_scores;
+  *scores = c->stage == BENCH_TOPK ? NULL : t->host_scores;
   *topk = t->host_topk;
   return 0;
 }
