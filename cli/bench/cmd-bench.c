@@ -26,7 +26,7 @@ static const char usage[] =
     "thread scaling, against the machine's own read bandwidth and FMA peak.\n"
     "A full run takes minutes and about 5 GB of memory (the 1M-token decode cases hold\n"
     "4.6 GB of pages): 2.5 min CPU-only on a 2-core VM, 7 to 12 with the GPU.  --quick runs\n"
-    "a subset in under a minute and 0.6 GB; --case runs the cases whose name contains TEXT\n"
+    "a subset in under a minute and 1.2 GB; --case runs the cases whose name contains TEXT\n"
     "(with no match, the cases are listed).  See m3idx(1).\n";
 
 int cli_bench(int argc, char **argv) {
