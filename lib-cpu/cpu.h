@@ -17,17 +17,10 @@
 struct m3idx_cpu_row {
   const float *q;  /* 128 decoded fp32 query elements */
   int32_t nkeys;   /* causal keys of this page for the row, 1..128 */
-  int32_t unfused; /* some |q| > 2^125: q * e2m1 may overflow, so the sums
-                      must round each product (no fma) */
-  int32_t pairs;   /* every element 0 or of magnitude in [2^-100, 2^125]:
-                      the sums may run two products an instruction (the
-                      avx512bf16 kernel; see page-kernel-avx512.c) */
+  int32_t spread;  /* the most key-scale spread for which fp64 sums of this
+                      row are exact (m3idx__row_spread_allowed), -1: none */
   float *out;      /* where the clamped block score goes */
 };
-
-/* What m3idx__cpu_decode_queries notes of each query row (query_flags). */
-#define M3IDX_CPU_ROW_UNFUSED 1u
-#define M3IDX_CPU_ROW_PAIRS 2u
 
 /* Scores one page (one 128-token block) for up to M3IDX_CPU_ROW_BATCH rows:
  * *out = clamp(max over the row's first nkeys keys of the SPEC section 4
@@ -38,52 +31,55 @@ typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page, const uint8_t *next,
                                       const struct m3idx_cpu_row *rows,
                                       int nrows, float scale);
 
-/* The running block maxima of a page-kernel call, one per row. */
-struct m3idx_cpu_maxima {
-  float best[M3IDX_CPU_ROW_BATCH];
-  int any[M3IDX_CPU_ROW_BATCH]; /* some non-NaN logit seen */
+/* A row's best key so far, kept as SPEC section 4 allows: the exact D of
+ * the keys summed in fp64 (the largest for scale >= 0, else the smallest:
+ * RN is monotone, so the block's largest logit is that D rounded once),
+ * and the largest logit of the keys summed exactly. */
+struct m3idx_cpu_best {
+  double d;
+  float logit;
+  int have_d, have_logit;
 };
 
-/* Start: no logit seen; returns the most keys any row sees. */
-static inline int m3idx__cpu_maxima_start(struct m3idx_cpu_maxima *m,
-                                          const struct m3idx_cpu_row *rows, int nrows) {
-  int kmax = 0;
-  for (int r = 0; r < nrows; r++) {
-    m->best[r] = 0.0f;
-    m->any[r] = 0;
-    if (rows[r].nkeys > kmax)
-      kmax = rows[r].nkeys;
-  }
-  return kmax;
+static inline void m3idx__cpu_best_start(struct m3idx_cpu_best *b) {
+  b->d = 0.0;
+  b->logit = 0.0f;
+  b->have_d = b->have_logit = 0;
 }
 
-/* Take a non-NaN value (-0 already made +0) into row r's maximum. */
-static inline void m3idx__cpu_maxima_take(struct m3idx_cpu_maxima *m, int r, float v) {
-  if (!m->any[r] || v > m->best[r])
-    m->best[r] = v;
-  m->any[r] = 1;
+/* A key whose D was summed exactly in fp64. */
+static inline void m3idx__cpu_best_take_d(struct m3idx_cpu_best *b, double d, float scale) {
+  if (!b->have_d || (scale >= 0.0f ? d > b->d : d < b->d))
+    b->d = d;
+  b->have_d = 1;
 }
 
-/* Write each row's clamped block score; all-NaN blocks score 0x7fc00000. */
-void m3idx__cpu_maxima_store(const struct m3idx_cpu_maxima *m,
-                             const struct m3idx_cpu_row *rows, int nrows);
+/* A logit (NaN ignored). */
+static inline void m3idx__cpu_best_take_logit(struct m3idx_cpu_best *b, float logit) {
+  if (logit != logit)
+    return;
+  if (!b->have_logit || logit > b->logit)
+    b->logit = logit;
+  b->have_logit = 1;
+}
+
+/* The clamped block score: NaN when every causal logit was NaN. */
+float m3idx__cpu_best_score(const struct m3idx_cpu_best *b, float scale);
+
+/* The exact logit of slot t of the page for row q: the reference path. */
+float m3idx__cpu_exact_logit(const uint8_t *page, int t, const float *q, float scale);
 
 void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *next,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);
+void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *next,
+                                 const struct m3idx_cpu_row *rows, int nrows,
+                                 float scale);
 #if defined(__x86_64__) && defined(__GNUC__)
 #define M3IDX_CPU_HAVE_AVX512 1
 void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);
-#if defined(M3IDX_HAVE_AVX512_BF16)
-/* The avx512 kernel, with its one-row pages scored two products an
- * instruction (vdpbf16ps) for rows with `pairs' set. */
-#define M3IDX_CPU_HAVE_AVX512_BF16 1
-void m3idx__cpu_page_scores_avx512bf16(const uint8_t *page, const uint8_t *next,
-                                       const struct m3idx_cpu_row *rows, int nrows,
-                                       float scale);
-#endif
 #endif
 
 /* The fastest kernel this processor runs, or the one M3IDX_CPU_ISA names
@@ -99,7 +95,7 @@ struct m3idx_cpu_state {
   const char *kernel_name;
   int32_t max_width;            /* blocks of max_model_len */
   float *query_f32;             /* [max_rows * max_heads * 128] */
-  uint8_t *query_flags;         /* [max_rows * max_heads] M3IDX_CPU_ROW_* */
+  int8_t *query_spread;         /* [max_rows * max_heads] m3idx__row_spread_allowed */
   float *scores;                /* [max_heads * max_rows * max_width] */
   int32_t *row_pos;             /* [max_rows] position of each row */
   int32_t *map;                 /* [map_capacity * 2] own decode schedule */
@@ -125,7 +121,6 @@ void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
                          const float *scores_in, int32_t *topk);
 
 /* Per-row helpers. */
-float m3idx__cpu_clamp(float score);
 void m3idx__cpu_pin_row(float *row, int32_t n, int32_t init_blocks,
                         int32_t local_blocks);
 void m3idx__cpu_topk_row(const float *row, int32_t n, int32_t *ids);

@@ -9,7 +9,7 @@
 #include <config.h>
 
 #include "cpu.h"
-#include "formats.h"
+#include "spec-rules.h"
 #include "fp-env.h"
 #include "omp-compat.h"
 #include "work-map.h"
@@ -26,10 +26,8 @@ struct row_batch {
 
 static inline void add_row(struct row_batch *rb, const struct m3idx_cpu_state *s,
                            int64_t qrow, int32_t nkeys, float *out) {
-  const unsigned flags = s->query_flags[qrow];
   rb->rows[rb->n++] = (struct m3idx_cpu_row){s->query_f32 + qrow * M3IDX_HEAD_DIM, nkeys,
-                                             (flags & M3IDX_CPU_ROW_UNFUSED) != 0,
-                                             (flags & M3IDX_CPU_ROW_PAIRS) != 0, out};
+                                             s->query_spread[qrow], out};
   if (rb->n == M3IDX_CPU_ROW_BATCH) {
     rb->kernel(rb->page, rb->next, rb->rows, rb->n, rb->scale);
     rb->n = 0;
@@ -53,16 +51,11 @@ static inline int32_t keys_seen(int32_t pos, int32_t b) {
   return k > M3IDX_BLOCK_SIZE ? M3IDX_BLOCK_SIZE : k;
 }
 
-/* Decode the query rows to fp32 and flag the rows whose products can
- * overflow: |q| <= 2^125 keeps |q * e2m1| <= 1.5 * 2^127, exact in fp32.
- * Rows whose every element is 0 or of magnitude in [2^-100, 2^125] (not
- * NaN, not infinite) are flagged for bf16 pairs too: their products are
- * exact multiples of 2^-108 and so is every rounded partial sum, so no sum
- * is ever subnormal and the pair instruction's flushing never applies. */
+/* Decode the query rows to fp32 (exactly: bf16 and e4m3 values are fp32
+ * values) and note how far each row's keys may spread for fp64 sums. */
 void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
                                const struct m3idx_call *c) {
   int64_t n = (int64_t)c->num_rows * c->num_heads;
-  const float limit = 0x1p125f, least = 0x1p-100f;
 #pragma omp parallel for num_threads(s->threads) schedule(static)
   for (int64_t r = 0; r < n; r++) {
     float *out = s->query_f32 + r * M3IDX_HEAD_DIM;
@@ -72,15 +65,7 @@ void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
                    ? m3idx__bf16_value(((const uint16_t *)c->query)[i])
                    : m3idx__e4m3_value(((const uint8_t *)c->query)[i]);
     }
-    /* A pass of its own, which the compiler vectorizes. */
-    int unfused = 0, pairs = 1;
-    for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
-      const float mag = __builtin_fabsf(out[d]);
-      unfused |= mag > limit;
-      pairs &= (mag == 0.0f) | ((mag >= least) & (mag <= limit)); /* NaN fails both */
-    }
-    s->query_flags[r] = (uint8_t)((unfused ? M3IDX_CPU_ROW_UNFUSED : 0u) |
-                                  (pairs ? M3IDX_CPU_ROW_PAIRS : 0u));
+    s->query_spread[r] = (int8_t)m3idx__row_spread_allowed(out);
   }
 }
 

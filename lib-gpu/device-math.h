@@ -1,7 +1,7 @@
 /*
- * device-math.h - SPEC section 4 on the GPU: exact element decoding, the
- * NaN-ignoring maximum, clamping, and the row geometry with its checks.
- * Included by the kernels only; the logit's sums are in score-core.h.
+ * device-math.h - what the kernels share besides SPEC's bit rules (which
+ * are lib/spec-rules.h, the host's own): the score store, and the row
+ * geometry with its checks of the contents they read.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -9,57 +9,24 @@
 #define M3IDX_GPU_DEVICE_MATH_H
 
 #include "kernels.h"
+#include "spec-rules.h"
 #include "work-map.h"
 
 #define M3IDX_DEV __device__ __forceinline__
 
 M3IDX_DEV float bits_f(uint32_t u) { return __uint_as_float(u); }
 M3IDX_DEV uint32_t f_bits(float f) { return __float_as_uint(f); }
-M3IDX_DEV float nan_f() { return __uint_as_float(0x7fc00000u); }
+M3IDX_DEV float nan_f() { return __uint_as_float(M3IDX_NAN_BITS); }
 
-/* e2m1 code (low 4 bits) as fp32, built from bits: sign, then
- * x = 0 -> 0, x = 1 -> 0.5, x >= 2 -> (x << 22) + 2^-1's bits. */
-M3IDX_DEV float e2m1_f(uint32_t code) {
-  uint32_t x = code & 7u;
-  uint32_t mag = x >= 2u ? (x << 22) + 0x3f000000u : (x ? 0x3f000000u : 0u);
-  return bits_f(((code & 8u) << 28) | mag);
-}
-
-M3IDX_DEV float e8m0_f(uint32_t e) {
-  return bits_f(e == 255u ? 0x7fc00000u : e == 0u ? 0x00400000u : e << 23);
-}
-
-M3IDX_DEV float e4m3_f(uint8_t x) {
-  uint32_t sign = (uint32_t)(x >> 7) << 31, e = (x >> 3) & 15u, m = x & 7u;
-  if (e == 15u && m == 7u)
-    return bits_f(sign | 0x7fc00000u);
-  if (e == 0u) {
-    float v = (float)m * 0x1p-9f;
-    return sign ? -v : v;
-  }
-  return bits_f(sign | ((e + 120u) << 23) | (m << 20));
-}
-
-/* One step of SPEC section 4's in-order sum: acc + q * k.  The product
- * of a query element and an e2m1 value is exact in fp32 unless it
- * overflows, so a fused multiply-add rounds like the sum of the product
- * (FUSED); a call whose query has an element beyond 2^125 rounds each
- * product first (no fma). */
-template <bool FUSED> M3IDX_DEV float add_product(float acc, float q, float k) {
-  if (FUSED)
-    return fmaf(q, k, acc);
-  const float p = q * k;
-  return acc + p;
-}
-
-/* SPEC section 6's clamp, on the bits: positive floats order like their
- * bits, and NaN (any payload) and negative values pass unchanged.  A float
- * select would let the compiler turn it into a min that rewrites NaNs. */
-M3IDX_DEV float clamp_score(float x) {
-  uint32_t u = f_bits(x);
-  if (u > 0x6fa18f07u && u <= 0x7f800000u)
-    u = 0x6fa18f07u;
-  return bits_f(u);
+/* Write the block score: clamped (SPEC section 6); an all-NaN block
+ * scores the one quiet NaN 0x7fc00000 on every backend (on the integer
+ * bits, since LLVM treats NaN payloads as unspecified and may fold a
+ * floating-point `v != v ? NaN : v'). */
+M3IDX_DEV void store_score(const gpu_call &c, int head, int row, int b, float best) {
+  uint32_t u = f_bits(m3idx__clamp(best));
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    u = M3IDX_NAN_BITS;
+  ((uint32_t *)c.scores)[((long long)head * c.num_rows + row) * c.stride + b] = u;
 }
 
 /* Position of a row; -1 (and a bit in *err) when its request's lengths
@@ -108,7 +75,7 @@ M3IDX_DEV const uint8_t *page_with_id(const gpu_call &c, int id) {
     atomicOr(c.err, M3IDX_GPU_BAD_PAGE_ID);
     return nullptr;
   }
-  return c.pages + (long long)id * 8704;
+  return c.pages + (long long)id * M3IDX_PAGE_BYTES;
 }
 
 /* The page of block b of request r, or NULL (and a bit in *err). */

@@ -12,10 +12,15 @@
 #define M3IDX_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 /* Lane src's v, within each group of 32 lanes (every lane takes part). */
 #define M3IDX_SHFL32(v, src) __shfl_sync(0xffffffffu, (v), (src), 32)
+/* The warp's lanes meet (shared memory written by some, read by others). */
+#define M3IDX_SYNCWARP() __syncwarp()
 #else
 #include <hip/hip_runtime.h>
 #define M3IDX_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
 #define M3IDX_SHFL32(v, src) __shfl((v), (src), 32)
+/* A wavefront runs in lockstep; the barrier keeps the compiler from
+   moving shared-memory accesses across it. */
+#define M3IDX_SYNCWARP() __builtin_amdgcn_wave_barrier()
 #endif
 
 /* Let a kernel take BYTES of dynamic shared memory: NVIDIA gives more

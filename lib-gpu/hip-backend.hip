@@ -165,12 +165,9 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
                                                          M3IDX_WORK_CHUNK_MIN);
   size_t score_bytes =
       (size_t)cfg->max_heads * (size_t)cfg->max_rows * (size_t)s->max_width * sizeof(float);
-  hipError_t e = m3idx_gpu_score_prefill_setup();
-  if (e == hipSuccess)
-    e = m3idx_gpu_score_decode_one_setup(&s->one_grid);
+  hipError_t e = m3idx_gpu_score_decode_setup(&s->one_grid);
   if (e != hipSuccess) {
-    snprintf(err->msg, sizeof err->msg,
-             "setting up the scoring kernels (shared memory, occupancy): %s",
+    snprintf(err->msg, sizeof err->msg, "setting up the scoring kernels (occupancy): %s",
              hipGetErrorString(e));
     hip_destroy(s);
     return M3IDX_ERR_BACKEND_UNAVAILABLE;

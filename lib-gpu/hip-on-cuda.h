@@ -43,6 +43,8 @@ typedef cudaDeviceProp hipDeviceProp_t;
 #define hipFuncSetAttribute cudaFuncSetAttribute
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
 
 /* hipLaunchKernelGGL(kernel, grid, block, shared bytes, stream, args...) */
 #define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \

@@ -37,23 +37,19 @@ struct gpu_call {
   float *scores;
   long long stride;
   unsigned *err;
-  int one_grid;      /* the most blocks the one-pair decode kernel launches */
+  int one_grid;      /* the most blocks a decode scoring launch takes */
 };
 
 hipError_t m3idx_gpu_work_map(const struct gpu_call *c, int32_t *map, int capacity,
                               int chunk, hipStream_t s);
+/* Decode scoring over the work map; prefill scoring (score-fp64.hip). */
 hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map,
                                   int capacity, hipStream_t s);
-hipError_t m3idx_gpu_score_decode_one(const struct gpu_call *c, const int32_t *map,
-                                      int capacity, hipStream_t s);
-/* Once per device, before the first launch of their kernels, which take
- * more shared memory than a kernel gets unasked.  The one-pair decode
- * kernel's blocks each take work-map entries in turn: *grid receives the
- * most blocks a launch takes on the current device (twice what stays
- * resident), for gpu_call.one_grid. */
-hipError_t m3idx_gpu_score_prefill_setup(void);
-hipError_t m3idx_gpu_score_decode_one_setup(int *grid);
 hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s);
+/* Once per device: *grid receives the most blocks a decode launch takes
+ * (twice what stays resident), for gpu_call.one_grid; fixed for a
+ * context, so that graph replays see one grid. */
+hipError_t m3idx_gpu_score_decode_setup(int *grid);
 /* Pin (pin != 0) and/or select (topk != NULL): scores_in is read, and
  * pinned scores are written to c->scores when write_pinned. */
 hipError_t m3idx_gpu_pin_topk(const struct gpu_call *c, const float *scores_in,

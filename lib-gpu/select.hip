@@ -18,33 +18,8 @@
 #include "device-math.h"
 
 #define SELECT_THREADS 512
-#define TOPK 16
 #define RADIX_BITS 8
 #define RADIX_BINS (1 << RADIX_BITS)
-
-/* Unsigned order = top-k order: score descending (-0 as +0, NaN below
- * every number), then block id ascending. */
-M3IDX_DEV unsigned long long rank_key(float score, int id) {
-  uint32_t u = f_bits(score), k;
-  if (score != score)
-    k = 0;
-  else {
-    if (score == 0.0f)
-      u = 0;
-    k = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  }
-  return ((unsigned long long)k << 32) | (uint32_t)(0xffffffffu - (uint32_t)id);
-}
-
-/* Clamp, then the sentinels: init first, local last (local wins). */
-M3IDX_DEV float pinned(float s, int b, int n, int init_blocks, int local_blocks) {
-  s = clamp_score(s);
-  if (b < init_blocks)
-    s = 1e30f;
-  if (b >= n - local_blocks)
-    s = 1e29f;
-  return s;
-}
 
 #define GATHER_MAX 1024 /* keys ranked directly in shared memory */
 
@@ -105,13 +80,13 @@ pin_topk_kernel(gpu_call c, const float *scores_in, int pin, int write_pinned, i
   const float *in = scores_in + off;
   if (pin && write_pinned)
     for (int b = t; b < n; b += SELECT_THREADS)
-      c.scores[off + b] = pinned(in[b], b, n, c.init_blocks, c.local_blocks);
+      c.scores[off + b] = m3idx__pinned(in[b], b, n, c.init_blocks, c.local_blocks);
   if (topk == nullptr)
     return;
   /* After the writes above, pinning again is a no-op: every pass may
      apply it to what it reads. */
-#define KEY_OF(b) rank_key(pin ? pinned(in[b], b, n, c.init_blocks, c.local_blocks) : in[b], b)
-  const int need = n < TOPK ? n : TOPK;
+#define KEY_OF(b) m3idx__rank_key(pin ? m3idx__pinned(in[b], b, n, c.init_blocks, c.local_blocks) : in[b], b)
+  const int need = n < M3IDX_TOPK ? n : M3IDX_TOPK;
   /* 1. A floor: the least of 16 maxima of disjoint sets of keys (a set
      with no key gives 0, and then every key passes). */
   unsigned long long m = 0;
@@ -142,17 +117,17 @@ pin_topk_kernel(gpu_call c, const float *scores_in, int pin, int write_pinned, i
   }
   __syncthreads();
   const int gathered = sm.count;
-  int32_t *out = topk + ((long long)h * c.num_rows + row) * TOPK;
+  int32_t *out = topk + ((long long)h * c.num_rows + row) * M3IDX_TOPK;
   if (gathered <= GATHER_MAX) {
     for (int i = t; i < gathered; i += SELECT_THREADS) {
       unsigned long long k = sm.keys[i];
       int rank = 0;
       for (int j = 0; j < gathered; j++)
         rank += sm.keys[j] > k;
-      if (rank < TOPK)
+      if (rank < M3IDX_TOPK)
         out[rank] = (int32_t)(0xffffffffu - (uint32_t)k);
     }
-    if (t >= need && t < TOPK)
+    if (t >= need && t < M3IDX_TOPK)
       out[t] = -1;
     return;
   }
@@ -187,7 +162,7 @@ pin_topk_kernel(gpu_call c, const float *scores_in, int pin, int write_pinned, i
     unsigned long long key = KEY_OF(b);
     if ((key & mask) >= prefix) {
       int slot = atomicAdd(&sm.count, 1);
-      if (slot < TOPK)
+      if (slot < M3IDX_TOPK)
         sm.keys[slot] = key;
     }
   }
@@ -199,7 +174,7 @@ pin_topk_kernel(gpu_call c, const float *scores_in, int pin, int write_pinned, i
     for (int j = 0; j < need; j++)
       rank += sm.keys[j] > k;
     out[rank] = (int32_t)(0xffffffffu - (uint32_t)k);
-  } else if (t < TOPK) {
+  } else if (t < M3IDX_TOPK) {
     out[t] = -1;
   }
 }

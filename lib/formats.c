@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "formats.h"
+#include "spec-rules.h"
 #include "m3idx.h"
 
 float m3idx_bf16_to_float(uint16_t x) { return m3idx__bf16_value(x); }

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "context.h"
-#include "formats.h"
+#include "spec-rules.h"
 
 /* Quantise 128 fp32 values into one slot. */
 static void encode_slot(uint8_t *page, int32_t slot, const float *key) {

@@ -3,6 +3,7 @@
  *
  * SPDX-License-Identifier: MIT
  */
+#include <gmp.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,21 +79,92 @@ static void decode_token(const struct oracle_call *c, int r, int p, float *k,
     sc[g] = oracle_e8m0(pg[8192 + 4 * slot + g]);
 }
 
+/* x as m * 2^e with m an integer below 2^24 (x finite). */
+static unsigned long int_form(float x, long *e) {
+  int ex;
+  float f = frexpf(fabsf(x), &ex); /* f in [0.5, 1) */
+  *e = (long)ex - 24;
+  return (unsigned long)ldexpf(f, 24);
+}
+
+#define BASE 400 /* D is kept as N * 2^-BASE: every finite product is a multiple */
+
+/* SPEC section 4 from its definition: D = sum q[d] * k[d] in exact
+ * rational arithmetic (GMP integers over a power of two), then scale * D
+ * rounded once to fp32, nearest even, as the standard's rounding is
+ * described: the 24 leading bits (fewer below 2^-126), then the rest
+ * compared with half a unit. */
 static float logit_of(const struct oracle_call *c, const float *q,
                       const float *k, const float *sc) {
-  float s[4];
-  for (int g = 0; g < 4; g++) {
-    float acc = 0.0f;
-    for (int j = 0; j < 32; j++) {
-      float prod = q[32 * g + j] * k[32 * g + j]; /* rounded to fp32 */
-      acc = acc + prod;
+  int nan = 0, pinf = 0, ninf = 0;
+  mpz_t n, t;
+  mpz_init(n);
+  mpz_init(t);
+  for (int d = 0; d < 128; d++) {
+    /* k[d] = e2m1 value times its group's scale, kept apart: their fp32
+       product would overflow for scales near 2^127. */
+    const float kv = k[d], s = sc[d / 32];
+    if (isnan(q[d]) || isnan(s)) {
+      nan = 1;
+    } else if (isinf(q[d])) {
+      if (kv == 0.0f)
+        nan = 1;
+      else if ((q[d] < 0) != (kv < 0))
+        ninf = 1;
+      else
+        pinf = 1;
+    } else if (q[d] != 0.0f && kv != 0.0f) {
+      long eq, ek, es;
+      unsigned long mq = int_form(q[d], &eq), mk = int_form(kv, &ek), ms = int_form(s, &es);
+      mpz_set_ui(t, mq);
+      mpz_mul_ui(t, t, mk);
+      mpz_mul_ui(t, t, ms);
+      mpz_mul_2exp(t, t, (mp_bitcnt_t)(eq + ek + es + BASE));
+      if ((q[d] < 0) != (kv < 0))
+        mpz_sub(n, n, t);
+      else
+        mpz_add(n, n, t);
     }
-    s[g] = acc * sc[g];
   }
-  float dot = (s[0] + s[1]) + (s[2] + s[3]);
-  float logit = dot * c->scale;
-  if (logit == 0.0f)
+  float logit;
+  if (nan || (pinf && ninf)) {
+    logit = NAN;
+  } else if (pinf || ninf) {
+    logit = c->scale * (pinf ? INFINITY : -INFINITY);
+  } else if (mpz_sgn(n) == 0 || c->scale == 0.0f) {
     logit = 0.0f;
+  } else {
+    long es;
+    unsigned long ms = int_form(c->scale, &es);
+    int neg = (mpz_sgn(n) < 0) != (c->scale < 0);
+    mpz_abs(n, n);
+    mpz_mul_ui(n, n, ms);
+    long e = es - BASE; /* |scale * D| = n * 2^e */
+    long bits = (long)mpz_sizeinbase(n, 2);
+    long shift = bits - 24 > -149 - e ? bits - 24 : -149 - e;
+    if (shift > 0) {
+      mpz_t half;
+      mpz_init(half);
+      mpz_fdiv_r_2exp(t, n, (mp_bitcnt_t)shift);
+      mpz_fdiv_q_2exp(n, n, (mp_bitcnt_t)shift);
+      mpz_set_ui(half, 1);
+      mpz_mul_2exp(half, half, (mp_bitcnt_t)(shift - 1));
+      int cmp = mpz_cmp(t, half);
+      if (cmp > 0 || (cmp == 0 && mpz_odd_p(n)))
+        mpz_add_ui(n, n, 1);
+      mpz_clear(half);
+      e += shift;
+    }
+    double m = (double)mpz_get_ui(n); /* at most 2^24 */
+    if (m == 0.0)
+      logit = 0.0f;
+    else if (m * ldexp(1.0, (int)e) >= 0x1p128)
+      logit = neg ? -INFINITY : INFINITY;
+    else
+      logit = (float)(neg ? -ldexp(m, (int)e) : ldexp(m, (int)e));
+  }
+  mpz_clear(n);
+  mpz_clear(t);
   return logit;
 }
 

@@ -1,7 +1,8 @@
 /*
  * oracle.h - an independent scalar oracle of SPEC sections 2-7, for the
  * tests only.  It shares no code with the library: element formats are
- * decoded from their definitions with ldexpf, the top-k is a full sort.
+ * decoded from their definitions with ldexpf, each logit's exact sum is a
+ * GMP integer rounded by hand, the top-k is a full sort.
  *
  * SPDX-License-Identifier: MIT
  */

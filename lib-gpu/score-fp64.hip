@@ -1,0 +1,220 @@
+/*
+ * score-fp64.hip - decode and prefill scoring on the vector units: SPEC
+ * section 4's exact score, rounded once.  A warp scores one (row, head)
+ * pair against one page: lane l owns keys l, l + 32, l + 64 and l + 96 and
+ * sums each key's 128 products in fp64, which is exact when the row's span
+ * and the key's scale spread allow it (lib/spec-rules.h); other keys take
+ * the exact fixed-point path.  The warp keeps the best fp64 sum (the
+ * largest for scale >= 0, else the smallest: RN is monotone) and the
+ * best exactly rounded logit, and rounds the sum once a block.  A block's
+ * four warps take pairs in turn.  A matrix-core path would sit beside this
+ * file and be chosen by hip-backend.hip.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "device-math.h"
+#include "spec-rules.h"
+
+#define FP64_THREADS 128
+#define FP64_WARPS (FP64_THREADS / 32)
+#define PREFILL_PAIRS 64 /* (row, head) pairs a prefill block takes at a time */
+
+struct warp_query {
+  double q[M3IDX_HEAD_DIM];
+  float qf[M3IDX_HEAD_DIM];
+  int spread; /* m3idx__spread_allowed of the pair's row */
+};
+
+struct fp64_smem {
+  double e2m1[16]; /* code -> value: 16 doubles fill the 32 banks once */
+  warp_query wq[FP64_WARPS];
+};
+
+M3IDX_DEV void fill_table(fp64_smem &sm) {
+  if (threadIdx.x < 16)
+    sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+  __syncthreads();
+}
+
+/* The pair's 128 query elements into the warp's buffer, with the row's
+ * spread allowance (every lane of the warp takes part). */
+M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
+  const int lane = threadIdx.x & 31;
+  int hi = -100000, lo = 100000, special = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int d = 4 * lane + i;
+    const long long at = pair * M3IDX_HEAD_DIM + d;
+    const float v = c.dtype == 1 ? m3idx__bf16_value(((const uint16_t *)c.query)[at])
+                                 : m3idx__e4m3_value(((const uint8_t *)c.query)[at]);
+    wq.qf[d] = v;
+    wq.q[d] = (double)v;
+    const uint32_t u = f_bits(v) & 0x7fffffffu;
+    special |= u >= 0x7f800000u;
+    if (u != 0u && u < 0x7f800000u) {
+      hi = max(hi, (int)m3idx__high_exponent(v));
+      lo = min(lo, (int)m3idx__low_exponent(v));
+    }
+  }
+  for (int m = 1; m < 32; m <<= 1) {
+    hi = max(hi, M3IDX_SHFL_XOR(hi, m));
+    lo = min(lo, M3IDX_SHFL_XOR(lo, m));
+    special |= M3IDX_SHFL_XOR(special, m);
+  }
+  if (lane == 0)
+    wq.spread = m3idx__spread_allowed(hi, lo, special);
+  M3IDX_SYNCWARP();
+}
+
+/* One key's D in fp64: each group's 32 products, then its scale. */
+M3IDX_DEV double key_dot(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
+                         uint32_t scales) {
+  double d = 0.0;
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const uint4 raw = *(const uint4 *)(key + 16 * g);
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    double acc = 0.0;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        acc = fma(wq.q[32 * g + 8 * i + j], sm.e2m1[(w[i] >> (4 * j)) & 15u], acc);
+    d += acc * m3idx__e8m0_double((scales >> (8 * g)) & 255u);
+  }
+  return d;
+}
+
+/* Block b of the page against the warp's pair, whose row sees its first
+ * nkeys keys; the block score goes to (head, row). */
+M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_query &wq,
+                          const uint8_t *page, int nkeys, int head, int row, int b) {
+  const int lane = threadIdx.x & 31;
+  double best_d = 0.0;
+  float best_l = 0.0f;
+  int have_d = 0, have_l = 0;
+  for (int i = 0; i < 4; i++) {
+    const int t = lane + 32 * i;
+    if (t >= nkeys)
+      break;
+    const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
+    const int spread = m3idx__key_spread(sc);
+    if (spread == 255) /* a NaN scale: the logit is NaN, ignored */
+      continue;
+    if (spread <= wq.spread) {
+      const double d = key_dot(sm, wq, page + 64 * t, *(const uint32_t *)sc);
+      if (!have_d || (c.scale >= 0.0f ? d > best_d : d < best_d))
+        best_d = d;
+      have_d = 1;
+    } else {
+      m3idx__exact_sum x;
+      m3idx__exact_dot(wq.qf, page + 64 * t, sc, &x);
+      const float l = m3idx__round_exact(&x, c.scale);
+      if (l == l && (!have_l || l > best_l)) {
+        best_l = l;
+        have_l = 1;
+      }
+    }
+  }
+  for (int m = 1; m < 32; m <<= 1) {
+    const double od = M3IDX_SHFL_XOR(best_d, m);
+    const float ol = M3IDX_SHFL_XOR(best_l, m);
+    const int ohd = M3IDX_SHFL_XOR(have_d, m), ohl = M3IDX_SHFL_XOR(have_l, m);
+    if (ohd && (!have_d || (c.scale >= 0.0f ? od > best_d : od < best_d)))
+      best_d = od;
+    if (ohl && (!have_l || ol > best_l))
+      best_l = ol;
+    have_d |= ohd;
+    have_l |= ohl;
+  }
+  if (lane == 0) {
+    float s = have_l ? best_l : nan_f();
+    if (have_d) {
+      const float l = m3idx__round_scaled(best_d, c.scale);
+      if (!have_l || l > s)
+        s = l;
+    }
+    store_score(c, head, row, b, s);
+  }
+}
+
+__global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, const int32_t *map,
+                                                                  int capacity) {
+  __shared__ fp64_smem sm;
+  fill_table(sm);
+  const int warp = threadIdx.x >> 5, H = c.num_heads, qlen = c.query_len;
+  warp_query &wq = sm.wq[warp];
+  for (int e = blockIdx.x; e < capacity; e += gridDim.x) {
+    int r, s, b0, count;
+    if (map_entry(c, map, e, &r, &s, &b0, &count) <= 0)
+      continue;
+    for (int b = b0; b < b0 + count; b++) {
+      const uint8_t *page = page_of(c, r, b);
+      if (page == nullptr)
+        continue;
+      for (int p = warp; p < qlen * H; p += FP64_WARPS) {
+        const int j = p / H, head = p % H, row = r * qlen + j, pos = s - qlen + j;
+        if (b * 128 > pos)
+          continue;
+        load_query(c, wq, (long long)row * H + head);
+        score_pair(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+        M3IDX_SYNCWARP();
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(FP64_THREADS) score_prefill_fp64(gpu_call c, int ntiles) {
+  __shared__ fp64_smem sm;
+  fill_table(sm);
+  const int warp = threadIdx.x >> 5, b = blockIdx.x;
+  const long long npairs = (long long)c.num_rows * c.num_heads;
+  warp_query &wq = sm.wq[warp];
+  for (int tile = blockIdx.y; tile < ntiles; tile += gridDim.y)
+    for (int i = warp; i < PREFILL_PAIRS; i += FP64_WARPS) {
+      const long long pair = (long long)tile * PREFILL_PAIRS + i;
+      if (pair >= npairs)
+        break;
+      const int row = (int)(pair / c.num_heads), head = (int)(pair % c.num_heads);
+      int r;
+      const int pos = row_position(c, row, &r);
+      if (pos < b * 128) /* -1 too: bad lengths, recorded by row_position */
+        continue;
+      const uint8_t *page = page_of(c, r, b);
+      if (page == nullptr)
+        continue;
+      load_query(c, wq, pair);
+      score_pair(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+      M3IDX_SYNCWARP();
+    }
+}
+
+hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map, int capacity,
+                                  hipStream_t s) {
+  if (capacity <= 0)
+    return hipSuccess;
+  const int grid = capacity < c->one_grid ? capacity : c->one_grid;
+  hipLaunchKernelGGL(score_decode_fp64, dim3(grid), dim3(FP64_THREADS), 0, s, *c, map,
+                     capacity);
+  return hipGetLastError();
+}
+
+hipError_t m3idx_gpu_score_decode_setup(int *grid) {
+  int device = 0, sms = 0, per_sm = 0;
+  hipError_t e = hipGetDevice(&device);
+  if (e == hipSuccess)
+    e = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
+  if (e == hipSuccess)
+    e = hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, score_decode_fp64, FP64_THREADS, 0);
+  *grid = 2 * (sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
+  return e;
+}
+
+hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s) {
+  if (c->num_rows == 0)
+    return hipSuccess;
+  const long long ntiles = ((long long)c->num_rows * c->num_heads + PREFILL_PAIRS - 1) / PREFILL_PAIRS;
+  const dim3 grid((unsigned)c->width, (unsigned)(ntiles < 65535 ? ntiles : 65535));
+  hipLaunchKernelGGL(score_prefill_fp64, grid, dim3(FP64_THREADS), 0, s, *c, (int)ntiles);
+  return hipGetLastError();
+}

@@ -1,0 +1,378 @@
+/*
+ * spec-rules.h - SPEC's bit rules, written once for the C library and for
+ * the HIP/CUDA compilers: the element formats (section 2), the exact score
+ * rounded once (section 4), the clamp and the sentinels (section 6) and the
+ * top-k rank key (section 7).  The work map's encoding is in work-map.h and
+ * the constants in m3idx.h; both are shared the same way.
+ *
+ * Everything here is integer arithmetic or single IEEE operations in
+ * round-to-nearest (the CPU backend enters that mode, lib-cpu/fp-env.h),
+ * so host and device get the same bits.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_SPEC_RULES_H
+#define M3IDX_SPEC_RULES_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "m3idx.h"
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define M3IDX_RULE static inline __host__ __device__
+#else
+#define M3IDX_RULE static inline
+#endif
+
+/* ---- bits ---------------------------------------------------------------- */
+
+M3IDX_RULE float m3idx__bits_to_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+M3IDX_RULE uint32_t m3idx__float_to_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+M3IDX_RULE double m3idx__bits_to_double(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+M3IDX_RULE uint64_t m3idx__double_to_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+#define M3IDX_NAN_BITS 0x7fc00000u /* the one NaN every backend writes */
+
+/* ---- section 2: element formats, decoded exactly ------------------------ */
+
+M3IDX_RULE float m3idx__bf16_value(uint16_t x) {
+  return m3idx__bits_to_float((uint32_t)x << 16);
+}
+
+/* OCP E4M3 "fn": bias 7, subnormals, S.1111.111 is NaN, no infinities. */
+M3IDX_RULE float m3idx__e4m3_value(uint8_t x) {
+  const uint32_t sign = (uint32_t)(x >> 7) << 31;
+  const uint32_t e = (x >> 3) & 15u, m = x & 7u;
+  if (e == 15u && m == 7u)
+    return m3idx__bits_to_float(sign | M3IDX_NAN_BITS);
+  if (e == 0u) /* m * 2^-9: an fp32 normal, built from its bits */
+    return m3idx__bits_to_float(m == 0u ? sign
+                                : m >= 4u ? sign | (120u << 23) | ((m & 3u) << 21)
+                                : m >= 2u ? sign | (119u << 23) | ((m & 1u) << 22)
+                                          : sign | (118u << 23));
+  return m3idx__bits_to_float(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+/* e2m1 code (low 4 bits) in units of 1/2: 0, 1, 2, 3, 4, 6, 8, 12, signed. */
+M3IDX_RULE int32_t m3idx__e2m1_halves(uint32_t code) {
+  const int32_t mag = (int32_t)((0xc8643210u >> (4u * (code & 7u))) & 15u);
+  return (code & 8u) ? -mag : mag;
+}
+
+/* fp32 bits of an e2m1 code: sign, then 0 -> 0, 1 -> 0.5, x >= 2 ->
+ * (x << 22) + the bits of 0.5. */
+M3IDX_RULE uint32_t m3idx__e2m1_bits(uint32_t code) {
+  const uint32_t x = code & 7u;
+  const uint32_t mag = x >= 2u ? (x << 22) + 0x3f000000u : (x ? 0x3f000000u : 0u);
+  return ((code & 8u) << 28) | mag;
+}
+
+M3IDX_RULE float m3idx__e2m1_value(uint32_t code) {
+  return m3idx__bits_to_float(m3idx__e2m1_bits(code));
+}
+
+/* 2^(e-127); e = 0 is the fp32 subnormal 2^-127; e = 255 is NaN. */
+M3IDX_RULE float m3idx__e8m0_value(uint8_t e) {
+  return m3idx__bits_to_float(e == 255u ? M3IDX_NAN_BITS : e == 0u ? 0x00400000u
+                                                                  : (uint32_t)e << 23);
+}
+
+/* 2^(e-127) as fp64 (e < 255), exact and normal. */
+M3IDX_RULE double m3idx__e8m0_double(uint32_t e) {
+  return m3idx__bits_to_double((uint64_t)(e + 896u) << 52);
+}
+
+/* ---- section 4: the exact score, rounded once -------------------------- */
+
+/* RN32(scale * d) for a d that is exactly the score's D (finite, +-inf or
+ * NaN), with SPEC's special cases: NaN stays NaN, 0 * inf is NaN, a zero
+ * logit is +0.  The product is taken as p + err exactly (fma), p is turned
+ * into the round-to-odd value of scale * d, and the fp64 -> fp32 conversion
+ * of that rounds correctly (fp64 has more than 24 + 2 bits): one rounding. */
+M3IDX_RULE float m3idx__round_scaled(double d, float scale) {
+  const double s = (double)scale;
+  double p = s * d;
+  if (p != p)
+    return m3idx__bits_to_float(M3IDX_NAN_BITS);
+  if (p - p != 0.0) /* +-inf: d was infinite */
+    return (float)p;
+  const double err = fma(s, d, -p); /* exact: |p| >= 2^-410, far from fp64 underflow */
+  uint64_t b = m3idx__double_to_bits(p);
+  if (err != 0.0 && (b & 1u) == 0u)
+    b += (err > 0.0) == (p > 0.0) ? 1 : (uint64_t)-1; /* the odd neighbour, towards err */
+  const float r = (float)m3idx__bits_to_double(b);
+  return r == 0.0f ? 0.0f : r;
+}
+
+/* A query element as sign * m * 2^e with m odd (or 0): the form the exact
+ * sum adds.  bf16 and e4m3 values give m < 2^8 and e >= -133. */
+struct m3idx__odd_form {
+  uint32_t m;
+  int32_t e;
+  int neg;
+};
+
+M3IDX_RULE struct m3idx__odd_form m3idx__odd_form_of(float x) {
+  const uint32_t u = m3idx__float_to_bits(x);
+  const uint32_t ex = (u >> 23) & 255u;
+  struct m3idx__odd_form f = {u & 0x7fffffu, ex ? (int32_t)ex - 150 : -149, (int)(u >> 31)};
+  if (ex)
+    f.m |= 0x800000u;
+  while (f.m != 0u && (f.m & 1u) == 0u) {
+    f.m >>= 1;
+    f.e++;
+  }
+  return f;
+}
+
+/* The lowest set bit's exponent of a nonzero finite q, and floor(log2|q|). */
+M3IDX_RULE int32_t m3idx__low_exponent(float q) { return m3idx__odd_form_of(q).e; }
+
+M3IDX_RULE int32_t m3idx__high_exponent(float q) {
+  const struct m3idx__odd_form f = m3idx__odd_form_of(q);
+  int32_t h = f.e;
+  for (uint32_t m = f.m >> 1; m != 0u; m >>= 1)
+    h++;
+  return h;
+}
+
+/* Fast paths may sum a key's 128 products in fp64 when that cannot round:
+ * every product of the row and key is a multiple of 2^(Lq + emin - 128)
+ * and the sum stays below 2^(Hq + emax - 116), so the sum is exact when
+ * (Hq - Lq) + (emax - emin) <= 41, where Hq and Lq are the row's highest
+ * and lowest exponents (above) and emin, emax the key's scale bytes'. */
+#define M3IDX_FP64_EXACT_SPAN 41
+
+/* The most key-scale spread (emax - emin) a row allows for fp64 sums: hi
+ * and lo its highest and lowest exponents (hi < lo: no nonzero element),
+ * special: a NaN or infinite element; -1 when its keys must take the exact
+ * path. */
+M3IDX_RULE int32_t m3idx__spread_allowed(int32_t hi, int32_t lo, int special) {
+  if (special)
+    return -1;
+  if (hi < lo)
+    return M3IDX_FP64_EXACT_SPAN;
+  return hi - lo <= M3IDX_FP64_EXACT_SPAN ? M3IDX_FP64_EXACT_SPAN - (hi - lo) : -1;
+}
+
+/* The same for a row of 128 decoded elements. */
+M3IDX_RULE int32_t m3idx__row_spread_allowed(const float *q) {
+  int32_t hi = -100000, lo = 100000;
+  int special = 0;
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
+    const uint32_t u = m3idx__float_to_bits(q[d]) & 0x7fffffffu;
+    special |= u >= 0x7f800000u;
+    if (u == 0u || u >= 0x7f800000u)
+      continue;
+    const int32_t h = m3idx__high_exponent(q[d]), l = m3idx__low_exponent(q[d]);
+    hi = h > hi ? h : hi;
+    lo = l < lo ? l : lo;
+  }
+  return m3idx__spread_allowed(hi, lo, special);
+}
+
+/* emax - emin of a key's four scale bytes; 255 (a NaN scale) gives 255. */
+M3IDX_RULE int32_t m3idx__key_spread(const uint8_t *scales) {
+  uint32_t lo = scales[0], hi = scales[0];
+  for (int g = 1; g < 4; g++) {
+    lo = scales[g] < lo ? scales[g] : lo;
+    hi = scales[g] > hi ? scales[g] : hi;
+  }
+  return hi == 255u ? 255 : (int32_t)(hi - lo);
+}
+
+/* The exact sum D = sum q[d] * k[d] of SPEC section 4: a fixed-point
+ * number in units of 2^-261, two's complement in 9 little-endian 64-bit
+ * words (every finite product is such a multiple and below 2^258, so any
+ * sum of 128 fits), and the special values seen. */
+#define M3IDX_EXACT_WORDS 9
+#define M3IDX_EXACT_LSB (-261)
+struct m3idx__exact_sum {
+  uint64_t w[M3IDX_EXACT_WORDS];
+  int nan, pos_inf, neg_inf;
+};
+
+/* w += (neg ? -1 : 1) * m * 2^off, m < 2^12, 0 <= off <= 507. */
+M3IDX_RULE void m3idx__exact_add(uint64_t *w, uint32_t m, int32_t off, int neg) {
+  const int i = off >> 6, s = off & 63;
+  const uint64_t lo = (uint64_t)m << s, hi = s ? (uint64_t)m >> (64 - s) : 0u;
+  if (!neg) {
+    uint64_t a = w[i];
+    w[i] = a + lo;
+    const uint64_t add = hi + (w[i] < a); /* below 2^13: cannot wrap */
+    a = w[i + 1];
+    w[i + 1] = a + add;
+    uint64_t c = w[i + 1] < a;
+    for (int k = i + 2; c && k < M3IDX_EXACT_WORDS; k++)
+      c = ++w[k] == 0u;
+  } else {
+    uint64_t a = w[i];
+    w[i] = a - lo;
+    const uint64_t sub = hi + (a < lo);
+    a = w[i + 1];
+    w[i + 1] = a - sub;
+    uint64_t b = a < sub;
+    for (int k = i + 2; b && k < M3IDX_EXACT_WORDS; k++)
+      b = w[k]-- == 0u;
+  }
+}
+
+/* D for one key: q the row's 128 decoded elements (bf16 or e4m3 values),
+ * data the key's 64 element bytes, scales its 4 scale bytes. */
+M3IDX_RULE void m3idx__exact_dot(const float *q, const uint8_t *data, const uint8_t *scales,
+                                 struct m3idx__exact_sum *out) {
+  for (int i = 0; i < M3IDX_EXACT_WORDS; i++)
+    out->w[i] = 0u;
+  out->nan = out->pos_inf = out->neg_inf = 0;
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
+    const uint32_t code = (uint32_t)(d & 1 ? data[d / 2] >> 4 : data[d / 2] & 15u);
+    const uint32_t e = scales[d / 32];
+    const int32_t k = m3idx__e2m1_halves(code); /* k[d] = k * 2^(e - 128) */
+    const uint32_t qu = m3idx__float_to_bits(q[d]);
+    if ((qu & 0x7fffffffu) > 0x7f800000u || e == 255u) {
+      out->nan = 1;
+    } else if ((qu & 0x7fffffffu) == 0x7f800000u) { /* inf * k */
+      if (k == 0)
+        out->nan = 1;
+      else if ((k < 0) != (qu >> 31 != 0u))
+        out->neg_inf = 1;
+      else
+        out->pos_inf = 1;
+    } else if (k != 0 && (qu & 0x7fffffffu) != 0u) {
+      const struct m3idx__odd_form f = m3idx__odd_form_of(q[d]);
+      const uint32_t mag = (uint32_t)(k < 0 ? -k : k);
+      m3idx__exact_add(out->w, f.m * mag, f.e + (int32_t)e - 128 - M3IDX_EXACT_LSB,
+                       f.neg != (k < 0));
+    }
+  }
+}
+
+/* RN32(scale * D) for an exact sum, with the special cases of
+ * m3idx__round_scaled.  The magnitude times scale's significand is formed
+ * exactly in 32-bit limbs, then rounded to nearest even at fp32's
+ * precision (subnormal results kept, beyond fp32's range +-inf). */
+M3IDX_RULE float m3idx__round_exact(const struct m3idx__exact_sum *x, float scale) {
+  if (x->nan || (x->pos_inf && x->neg_inf))
+    return m3idx__bits_to_float(M3IDX_NAN_BITS);
+  if (x->pos_inf || x->neg_inf)
+    return m3idx__round_scaled(x->pos_inf ? (double)INFINITY : -(double)INFINITY, scale);
+  const int neg = (x->w[M3IDX_EXACT_WORDS - 1] >> 63) != 0u;
+  uint32_t limb[2 * M3IDX_EXACT_WORDS + 1];
+  uint64_t borrow = 1u;
+  for (int i = 0; i < M3IDX_EXACT_WORDS; i++) { /* |D| as 32-bit limbs */
+    uint64_t v = x->w[i];
+    if (neg) {
+      v = ~v + borrow;
+      borrow = borrow && v == 0u;
+    }
+    limb[2 * i] = (uint32_t)v;
+    limb[2 * i + 1] = (uint32_t)(v >> 32);
+  }
+  const struct m3idx__odd_form s = m3idx__odd_form_of(scale);
+  uint64_t carry = 0u;
+  for (int i = 0; i < 2 * M3IDX_EXACT_WORDS; i++) { /* times scale's odd significand */
+    const uint64_t v = (uint64_t)limb[i] * s.m + carry;
+    limb[i] = (uint32_t)v;
+    carry = v >> 32;
+  }
+  limb[2 * M3IDX_EXACT_WORDS] = (uint32_t)carry;
+  int top = -1; /* the highest set bit of the product */
+  for (int i = 2 * M3IDX_EXACT_WORDS; i >= 0 && top < 0; i--)
+    for (int b = 31; b >= 0 && top < 0; b--)
+      if ((limb[i] >> b) & 1u)
+        top = 32 * i + b;
+  if (top < 0)
+    return 0.0f; /* a zero logit is +0 */
+  /* Bit j of the product weighs 2^(j + lsb); keep bits down to the larger
+     of top - 23 (24 bits) and fp32's least subnormal, 2^-149. */
+  const int32_t lsb = s.e + M3IDX_EXACT_LSB;
+  const int32_t low = top - 23 > -149 - lsb ? top - 23 : -149 - lsb;
+#define M3IDX__BIT(j) ((j) < 0 ? 0u : (limb[(j) >> 5] >> ((j) & 31)) & 1u)
+  uint32_t mant = 0u;
+  for (int32_t j = top; j >= low; j--)
+    mant = (mant << 1) | M3IDX__BIT(j);
+  const uint32_t half = M3IDX__BIT(low - 1);
+  uint32_t sticky = 0u;
+  for (int32_t j = low - 2; j >= 0 && !sticky; j--)
+    sticky = M3IDX__BIT(j);
+#undef M3IDX__BIT
+  if (half && (sticky || (mant & 1u)))
+    mant++;
+  int32_t ex = low + lsb; /* the weight of mant's last bit */
+  if (mant >> 24) {
+    mant >>= 1;
+    ex++;
+  }
+  const uint32_t sign = (uint32_t)(neg != s.neg) << 31;
+  if (mant == 0u)
+    return 0.0f;
+  if (mant < 0x800000u) /* subnormal: ex is -149 */
+    return m3idx__bits_to_float(sign | mant);
+  const int32_t biased = ex + 23 + 127;
+  if (biased >= 255)
+    return m3idx__bits_to_float(sign | 0x7f800000u);
+  return m3idx__bits_to_float(sign | ((uint32_t)biased << 23) | (mant & 0x7fffffu));
+}
+
+/* ---- section 6: clamp and sentinels ------------------------------------ */
+
+/* On the bits: positive floats order like their bits; NaN (with its
+ * payload) and negative values pass unchanged, whatever a compiler makes
+ * of float selects. */
+M3IDX_RULE float m3idx__clamp(float score) {
+  uint32_t u = m3idx__float_to_bits(score);
+  if (u > M3IDX_SCORE_CLAMP_BITS && u <= 0x7f800000u)
+    u = M3IDX_SCORE_CLAMP_BITS;
+  return m3idx__bits_to_float(u);
+}
+
+/* Block b's pinned score in a row of n causal blocks: clamped, then init
+ * (blocks 0 .. I-1), then local (the last L, written last). */
+M3IDX_RULE float m3idx__pinned(float s, int32_t b, int32_t n, int32_t init_blocks,
+                               int32_t local_blocks) {
+  s = m3idx__clamp(s);
+  if (b < init_blocks)
+    s = M3IDX_SENTINEL_INIT;
+  if (b >= n - local_blocks)
+    s = M3IDX_SENTINEL_LOCAL;
+  return s;
+}
+
+/* ---- section 7: the top-k order ---------------------------------------- */
+
+/* A key whose unsigned order is the top-k order: score descending (-0 as
+ * +0, NaN below every number), then block id ascending. */
+M3IDX_RULE uint64_t m3idx__rank_key(float score, int32_t id) {
+  uint32_t u = m3idx__float_to_bits(score), k;
+  if (score != score) {
+    k = 0u;
+  } else {
+    if (score == 0.0f)
+      u = 0u;
+    k = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  }
+  return ((uint64_t)k << 32) | (uint32_t)(0xffffffffu - (uint32_t)id);
+}
+
+#endif /* M3IDX_SPEC_RULES_H */
