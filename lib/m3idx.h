@@ -25,9 +25,9 @@ extern "C" {
 
 /* ---- Version ----------------------------------------------------------- */
 #define M3IDX_VERSION_MAJOR 0
-#define M3IDX_VERSION_MINOR 1
+#define M3IDX_VERSION_MINOR 2
 #define M3IDX_VERSION_PATCH 0
-#define M3IDX_VERSION_STRING "0.1.0"
+#define M3IDX_VERSION_STRING "0.2.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define M3IDX_VERSION_NUMBER \
   (M3IDX_VERSION_MAJOR * 10000 + M3IDX_VERSION_MINOR * 100 + M3IDX_VERSION_PATCH)

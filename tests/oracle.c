@@ -4,6 +4,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include <gmp.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,34 +97,89 @@ static unsigned long int_form(float x, long *e) {
  * compared with half a unit. */
 static float logit_of(const struct oracle_call *c, const float *q,
                       const float *k, const float *sc) {
+  /* The row's elements as odd m * 2^e, kept while the next key has the
+     same row (oracle_scores calls this key by key). */
+  static float last_q[128];
+  static unsigned long qm[128];
+  static long qe[128];
+  static int have_q;
+  if (!have_q || memcmp(last_q, q, sizeof last_q) != 0) {
+    for (int d = 0; d < 128; d++) {
+      qm[d] = isfinite(q[d]) && q[d] != 0.0f ? int_form(q[d], &qe[d]) : 0u;
+      if (qm[d]) {
+        const int z = __builtin_ctzl(qm[d]);
+        qm[d] >>= z;
+        qe[d] += z;
+      }
+    }
+    memcpy(last_q, q, sizeof last_q);
+    have_q = 1;
+  }
   int nan = 0, pinf = 0, ninf = 0;
   mpz_t n, t;
   mpz_init(n);
   mpz_init(t);
-  for (int d = 0; d < 128; d++) {
-    /* k[d] = e2m1 value times its group's scale, kept apart: their fp32
-       product would overflow for scales near 2^127. */
-    const float kv = k[d], s = sc[d / 32];
-    if (isnan(q[d]) || isnan(s)) {
-      nan = 1;
-    } else if (isinf(q[d])) {
-      if (kv == 0.0f)
+  for (int g = 0; g < 4; g++) {
+    /* A group's products share its scale: their sum, relative to its
+       lowest set bit, goes through a native 128-bit integer when it fits
+       (it does for real-looking rows), else term by term through GMP. */
+    const float s = sc[g];
+    unsigned long tm[32];
+    long te[32];
+    int tneg[32], nt = 0;
+    long lo = LONG_MAX, hi = LONG_MIN;
+    for (int d = 32 * g; d < 32 * g + 32; d++) {
+      const float kv = k[d]; /* the e2m1 value; times s, it may overflow fp32 */
+      if (isnan(q[d]) || isnan(s)) {
         nan = 1;
-      else if ((q[d] < 0) != (kv < 0))
-        ninf = 1;
-      else
-        pinf = 1;
-    } else if (q[d] != 0.0f && kv != 0.0f) {
-      long eq, ek, es;
-      unsigned long mq = int_form(q[d], &eq), mk = int_form(kv, &ek), ms = int_form(s, &es);
-      mpz_set_ui(t, mq);
-      mpz_mul_ui(t, t, mk);
+      } else if (isinf(q[d])) {
+        if (kv == 0.0f)
+          nan = 1;
+        else if ((q[d] < 0) != (kv < 0))
+          ninf = 1;
+        else
+          pinf = 1;
+      } else if (q[d] != 0.0f && kv != 0.0f) {
+        const unsigned h = (unsigned)(fabsf(kv) * 2.0f); /* e2m1 in halves: 1..12 */
+        const int z = __builtin_ctz(h);
+        const unsigned long m = qm[d] * (h >> z); /* below 2^11 */
+        const long e = qe[d] + z - 1;
+        tm[nt] = m;
+        te[nt] = e;
+        tneg[nt++] = (q[d] < 0) != (kv < 0);
+        lo = e < lo ? e : lo;
+        hi = e + 11 > hi ? e + 11 : hi;
+      }
+    }
+    if (nt == 0 || nan || isnan(s))
+      continue;
+    long es;
+    const unsigned long ms = int_form(s, &es);
+    if (hi - lo <= 120) {
+      __int128 acc = 0;
+      for (int i = 0; i < nt; i++)
+        acc += (tneg[i] ? -(__int128)tm[i] : (__int128)tm[i]) << (te[i] - lo);
+      const int neg = acc < 0;
+      const unsigned __int128 a = neg ? (unsigned __int128)(-acc) : (unsigned __int128)acc;
+      mpz_set_ui(t, (unsigned long)(a >> 64));
+      mpz_mul_2exp(t, t, 64);
+      mpz_add_ui(t, t, (unsigned long)a);
       mpz_mul_ui(t, t, ms);
-      mpz_mul_2exp(t, t, (mp_bitcnt_t)(eq + ek + es + BASE));
-      if ((q[d] < 0) != (kv < 0))
+      mpz_mul_2exp(t, t, (mp_bitcnt_t)(lo + es + BASE));
+      if (neg)
         mpz_sub(n, n, t);
       else
         mpz_add(n, n, t);
+    } else {
+      for (int i = 0; i < nt; i++) {
+        mpz_set_ui(t, tm[i]);
+        mpz_mul_ui(t, t, ms);
+        mpz_mul_2exp(t, t, (mp_bitcnt_t)(te[i] + es + BASE));
+        if (tneg[i])
+          mpz_sub(n, n, t);
+        else
+          mpz_add(n, n, t);
+      }
     }
   }
   float logit;

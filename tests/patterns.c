@@ -3,6 +3,9 @@
  *
  * SPDX-License-Identifier: MIT
  */
+#include <math.h>
+#include <string.h>
+
 #include "patterns.h"
 
 static const int32_t edge_lens[] = {1, 2, 127, 128, 129, 255, 256, 257,
@@ -123,6 +126,97 @@ static void tiny_scale(int v, case_sink each, void *arg) {
   each(tc, arg);
 }
 
+/* SPEC v2's rounding, stressed: queries of integer-like bf16 values
+ * (+-m * 2^j, m < 256) and keys with one scale byte, so that D is an
+ * integer (times a power of two) of about 2^24..2^26, where fp32 must
+ * round and exact halfway cases (ties to even) are common.  The scale
+ * decides where the rounding falls: v 0 at 2^24 (scale 1), v 1 at fp32's
+ * overflow edge (2^103: D >= 2^25 - 1/2 rounds to inf), v 2 among the
+ * subnormals (2^-140), v 3 on an odd scale (3, only the multiply rounds),
+ * v 4 a negative one (-1: the smallest D wins).  v 5: rows spanning more
+ * than 60 binades and keys whose scale bytes span 0..254, so every key
+ * takes the exact path; v 6: keys whose groups cancel exactly (D = 0, a +0
+ * logit) beside ones that do not; v 7: e4m3 queries of +-448 against
+ * scale bytes 254 (+-inf and NaN logits among finite ones); v 8: see
+ * double_rounding. */
+static void double_rounding(case_sink each, void *arg);
+static void exact_rounding(int v, case_sink each, void *arg) {
+  if (v == 8) {
+    double_rounding(each, arg);
+    return;
+  }
+  static const int32_t lens[] = {3, 129, 700, 2100};
+  static const float scales[] = {1.0f, 0x1p103f, 0x1p-140f, 3.0f, -1.0f, 0.5f, 1.0f, 1.0f};
+  const m3idx_dtype dt = v == 7 ? M3IDX_DTYPE_E4M3 : M3IDX_DTYPE_BF16;
+  struct test_case *tc = case_decode(7100u + (unsigned)v, FLAVOR_PLAIN, 2, 2, dt, 4, lens);
+  uint64_t rs = 7100u + (unsigned)v;
+  const size_t nq = (size_t)tc->batch.num_rows * tc->batch.num_heads * 128;
+  for (size_t i = 0; i < nq; i++) {
+    uint64_t r = case_rand(&rs);
+    if (v == 7) {
+      ((uint8_t *)tc->query_data)[i] = (uint8_t)(r % 8 == 0 ? 0x7e : r % 8 == 1 ? 0xfe : r >> 8);
+      if ((((uint8_t *)tc->query_data)[i] & 0x7f) == 0x7f)
+        ((uint8_t *)tc->query_data)[i] ^= 1; /* no NaN query */
+      continue;
+    }
+    /* bf16 +-m * 2^j: exponent field 127 + j; v 5 spans 2^-120 .. 2^100 */
+    const unsigned j = v == 5 ? (unsigned)((r >> 20) % 221) - 120u : 8u + (unsigned)((r >> 20) % 8);
+    uint16_t b = (uint16_t)(((127u + j) << 7) | (r & 0x7fu) | (r & 0x100u ? 0x8000u : 0u));
+    ((uint16_t *)tc->query_data)[i] = (r >> 40) % 16 == 0 ? 0 : b;
+  }
+  for (int p = 0; p < tc->kcache.num_pages; p++) {
+    uint8_t *pg = tc->pages + (size_t)p * M3IDX_PAGE_BYTES;
+    for (int t = 0; t < 128; t++) {
+      uint64_t r = case_rand(&rs);
+      for (int g = 0; g < 4; g++)
+        pg[8192 + 4 * t + g] = v == 5 ? (uint8_t)(g == 0 ? 0 : g == 3 ? 254 : r >> (8 * g))
+                               : v == 7 ? (uint8_t)(t % 2 ? 254 : 127)
+                                        : 127;
+      if (v == 6 && t % 2 == 0) {
+        /* group 1 is group 0 negated, group 3 group 2: D = 0 exactly,
+           however the row's elements sum */
+        for (int i = 0; i < 16; i++) {
+          pg[64 * t + 16 + i] = (uint8_t)(pg[64 * t + i] ^ 0x88u);
+          pg[64 * t + 48 + i] = (uint8_t)(pg[64 * t + 32 + i] ^ 0x88u);
+        }
+      }
+    }
+  }
+  if (v == 6) /* the groups' elements of a row agree, so the negated ones cancel */
+    for (size_t row = 0; row < nq / 128; row++)
+      for (int d = 0; d < 32; d++) {
+        uint16_t *q = (uint16_t *)tc->query_data + 128 * row;
+        q[32 + d] = q[d];
+        q[96 + d] = q[64 + d];
+      }
+  case_set_scale(tc, scales[v]);
+  each(tc, arg);
+}
+
+/* A D of 36 bits whose product with the scale, rounded to fp64 first,
+ * would land exactly halfway between two fp32 values and round the wrong
+ * way (found by a search: scale * D = M * 2^35 - 57 with M odd).  The
+ * row's elements are D's bytes (q[i] = byte i * 2^(8i)), key slot 0 sums
+ * them (e2m1 1.0, scale byte 127), the other slots are zero; the row's
+ * span allows the fp64 path, so it is the fp64 rounding that is tested. */
+static void double_rounding(case_sink each, void *arg) {
+  static const int32_t lens[] = {130};
+  const uint64_t D = 0xd03ebadbdull;
+  struct test_case *tc = case_decode(7108u, FLAVOR_PLAIN, 1, 1, M3IDX_DTYPE_BF16, 1, lens);
+  uint16_t *q = tc->query_data;
+  for (int d = 0; d < 128; d++)
+    q[d] = d < 5 ? m3idx_float_to_bf16(ldexpf((float)((D >> (8 * d)) & 255u), 8 * d)) : 0;
+  for (int p = 0; p < tc->kcache.num_pages; p++) {
+    uint8_t *pg = tc->pages + (size_t)p * M3IDX_PAGE_BYTES;
+    memset(pg, 0, 8192);
+    memset(pg + 8192, 127, 512);
+    pg[0] = pg[1] = 0x22; /* elements 0..3: 1.0 */
+    pg[2] = 0x02;         /* element 4: 1.0 */
+  }
+  case_set_scale(tc, (float)0xd351d3 * 0x1p-23f);
+  each(tc, arg);
+}
+
 /* Long rows: more than 1024 blocks. */
 static void long_rows(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {131072 + 77};
@@ -179,6 +273,7 @@ const struct pattern m3idx_patterns[] = {
     {"special_values", 3, 0, special_values},
     {"ties", 2, 0, ties},
     {"tiny_scale", 2, 0, tiny_scale},
+    {"exact_rounding", 9, 0, exact_rounding},
     {"one_token", 1, 0, one_token},
     {"long_rows", 1, 0, long_rows},
     {"random_batches", 8, 0, random_batches},
