@@ -18,6 +18,7 @@
 #include "spec-rules.h"
 
 #define TARGET __attribute__((target("avx512f")))
+#define INLINE inline __attribute__((always_inline))
 
 /* Rows' elements in the kernel's order: vector 4g + 2h + o holds elements
  * 32g + 16h + 2i + o, i = 0..7 (o: 0 the low nibbles, 1 the high). */
@@ -30,17 +31,20 @@ TARGET static void split_query(const float *q, double *out) {
 }
 
 /* The key's 16 vectors, each element times its group's scale (exact). */
-TARGET static void decode_key(const uint8_t *data, const uint8_t *sc, __m512d k[16]) {
+TARGET static INLINE void decode_key(const uint8_t *data, const uint8_t *sc, __m512d k[16]) {
   _Alignas(64) uint8_t codes[2][64];
   const __m512i b = _mm512_loadu_si512(data), f = _mm512_set1_epi8(15);
   _mm512_store_si512(codes[0], _mm512_and_si512(b, f));
   _mm512_store_si512(codes[1], _mm512_and_si512(_mm512_srli_epi32(b, 4), f));
   const __m512d lo = _mm512_set_pd(6.0, 4.0, 3.0, 2.0, 1.5, 1.0, 0.5, 0.0);
   const __m512d hi = _mm512_sub_pd(_mm512_setzero_pd(), lo); /* codes 8..15 (-0 as 8) */
+#pragma GCC unroll 4
   for (int g = 0; g < 4; g++) {
     const __m512d s = _mm512_set1_pd(m3idx__e8m0_double(sc[g]));
     const __m512d tl = _mm512_mul_pd(lo, s), th = _mm512_mul_pd(hi, s);
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
       for (int o = 0; o < 2; o++) {
         const __m128i c = _mm_loadl_epi64((const __m128i *)(codes[o] + 16 * g + 8 * h));
         k[4 * g + 2 * h + o] = _mm512_permutex2var_pd(tl, _mm512_cvtepu8_epi64(c), th);
@@ -48,8 +52,9 @@ TARGET static void decode_key(const uint8_t *data, const uint8_t *sc, __m512d k[
   }
 }
 
-TARGET static double dot(const __m512d k[16], const double *q) {
+TARGET static INLINE double dot(const __m512d k[16], const double *q) {
   __m512d a = _mm512_mul_pd(k[0], _mm512_load_pd(q)), b = _mm512_mul_pd(k[1], _mm512_load_pd(q + 8));
+#pragma GCC unroll 8
   for (int v = 2; v < 16; v += 2) {
     a = _mm512_fmadd_pd(k[v], _mm512_load_pd(q + 8 * v), a);
     b = _mm512_fmadd_pd(k[v + 1], _mm512_load_pd(q + 8 * v + 8), b);
