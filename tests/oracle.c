@@ -157,8 +157,10 @@ static float logit_of(const struct oracle_call *c, const float *q,
     const unsigned long ms = int_form(s, &es);
     if (hi - lo <= 120) {
       __int128 acc = 0;
-      for (int i = 0; i < nt; i++)
-        acc += (tneg[i] ? -(__int128)tm[i] : (__int128)tm[i]) << (te[i] - lo);
+      for (int i = 0; i < nt; i++) { /* magnitudes shifted, then signed: below 2^120 */
+        const __int128 v = (__int128)((unsigned __int128)tm[i] << (te[i] - lo));
+        acc += tneg[i] ? -v : v;
+      }
       const int neg = acc < 0;
       const unsigned __int128 a = neg ? (unsigned __int128)(-acc) : (unsigned __int128)acc;
       mpz_set_ui(t, (unsigned long)(a >> 64));
