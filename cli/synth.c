@@ -137,15 +137,13 @@ static void fill_random_bytes(struct synth *s, uint64_t seed) {
 }
 
 /* Scores to rank: xorshift draws of 100000 values, so ties are common. */
-static void fill_scores(struct synth *s, uint64_t seed) {
-  size_t n = (size_t)s->num_heads * (size_t)s->num_reqs * (size_t)s->query_len *
-             (size_t)((s->max_seq_len + 127) / 128);
+static void fill_scores(float *scores, size_t n, uint64_t seed) {
   uint64_t z = seed;
   for (size_t i = 0; i < n; i++) {
     z ^= z << 13;
     z ^= z >> 7;
     z ^= z << 17;
-    s->scores[i] = (float)(z % 100000) / 1000.0f;
+    scores[i] = (float)(z % 100000) / 1000.0f;
   }
 }
 
@@ -183,7 +181,7 @@ int synth_make(struct synth *s, const struct synth_spec *spec) {
       synth_free(s);
       return -1;
     }
-    fill_scores(s, spec->seed);
+    fill_scores(s->scores, n, spec->seed);
     return 0;
   }
   s->num_pages = (int32_t)pages;

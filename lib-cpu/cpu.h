@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "spec-rules.h"
 
 /* Rows one page-kernel call scores (its running maxima live on the stack). */
 #define M3IDX_CPU_ROW_BATCH 64
@@ -31,43 +32,9 @@ typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page, const uint8_t *next,
                                       const struct m3idx_cpu_row *rows,
                                       int nrows, float scale);
 
-/* A row's best key so far, kept as SPEC section 4 allows: the exact D of
- * the keys summed in fp64 (the largest for scale >= 0, else the smallest:
- * RN is monotone, so the block's largest logit is that D rounded once),
- * and the largest logit of the keys summed exactly. */
-struct m3idx_cpu_best {
-  double d;
-  float logit;
-  int have_d, have_logit;
-};
-
-static inline void m3idx__cpu_best_start(struct m3idx_cpu_best *b) {
-  b->d = 0.0;
-  b->logit = 0.0f;
-  b->have_d = b->have_logit = 0;
-}
-
-/* A key whose D was summed exactly in fp64. */
-static inline void m3idx__cpu_best_take_d(struct m3idx_cpu_best *b, double d, float scale) {
-  if (!b->have_d || (scale >= 0.0f ? d > b->d : d < b->d))
-    b->d = d;
-  b->have_d = 1;
-}
-
-/* A logit (NaN ignored). */
-static inline void m3idx__cpu_best_take_logit(struct m3idx_cpu_best *b, float logit) {
-  if (logit != logit)
-    return;
-  if (!b->have_logit || logit > b->logit)
-    b->logit = logit;
-  b->have_logit = 1;
-}
-
-/* The clamped block score: NaN when every causal logit was NaN. */
-float m3idx__cpu_best_score(const struct m3idx_cpu_best *b, float scale);
-
-/* The exact logit of slot t of the page for row q: the reference path. */
-float m3idx__cpu_exact_logit(const uint8_t *page, int t, const float *q, float scale);
+/* The clamped block score of what a row kept: NaN when every causal
+ * logit was NaN. */
+float m3idx__cpu_best_score(const struct m3idx__block_best *b, float scale);
 
 void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *next,
                                    const struct m3idx_cpu_row *rows, int nrows,

@@ -65,11 +65,11 @@ TARGET static INLINE double dot(const __m512d k[16], const double *q) {
 TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
                                           const struct m3idx_cpu_row *rows, int nrows,
                                           float scale) {
-  struct m3idx_cpu_best best[M3IDX_CPU_ROW_BATCH];
+  struct m3idx__block_best best[M3IDX_CPU_ROW_BATCH];
   _Alignas(64) double q[M3IDX_CPU_ROW_BATCH][M3IDX_HEAD_DIM];
   int kmax = 0;
   for (int r = 0; r < nrows; r++) {
-    m3idx__cpu_best_start(&best[r]);
+    m3idx__best_start(&best[r]);
     kmax = rows[r].nkeys > kmax ? rows[r].nkeys : kmax;
     if (rows[r].spread >= 0)
       split_query(rows[r].q, q[r]);
@@ -87,9 +87,9 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ne
       if (t >= rows[r].nkeys)
         continue;
       if (spread <= rows[r].spread)
-        m3idx__cpu_best_take_d(&best[r], dot(k, q[r]), scale);
+        m3idx__best_take_d(&best[r], dot(k, q[r]), scale);
       else
-        m3idx__cpu_best_take_logit(&best[r], m3idx__cpu_exact_logit(page, t, rows[r].q, scale));
+        m3idx__best_take_logit(&best[r], m3idx__exact_logit(rows[r].q, page + 64 * t, sc, scale));
     }
   }
   for (int r = 0; r < nrows; r++)

@@ -29,31 +29,31 @@ void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *next,
                                  const struct m3idx_cpu_row *rows, int nrows,
                                  float scale) {
   (void)next;
-  struct m3idx_cpu_best best[M3IDX_CPU_ROW_BATCH];
+  struct m3idx__block_best best[M3IDX_CPU_ROW_BATCH];
   int kmax = 0;
   for (int r = 0; r < nrows; r++) {
-    m3idx__cpu_best_start(&best[r]);
+    m3idx__best_start(&best[r]);
     kmax = rows[r].nkeys > kmax ? rows[r].nkeys : kmax;
   }
   for (int t = 0; t < kmax; t++) {
     const uint8_t *data = page + 64 * t, *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
     const int32_t spread = m3idx__key_spread(sc);
+    if (spread == 255) /* a NaN scale: every row's logit is NaN, ignored */
+      continue;
     double k[M3IDX_HEAD_DIM], scales[4];
-    for (int i = 0; i < 64 && spread < 255; i++) {
+    for (int i = 0; i < 64; i++) {
       k[2 * i] = m3idx__e2m1_value(data[i] & 15u);
       k[2 * i + 1] = m3idx__e2m1_value((uint32_t)data[i] >> 4);
     }
-    for (int g = 0; g < 4 && spread < 255; g++)
+    for (int g = 0; g < 4; g++)
       scales[g] = m3idx__e8m0_double(sc[g]);
-    if (spread == 255) /* a NaN scale: every row's logit is NaN, ignored */
-      continue;
     for (int r = 0; r < nrows; r++) {
       if (t >= rows[r].nkeys)
         continue;
       if (spread <= rows[r].spread)
-        m3idx__cpu_best_take_d(&best[r], key_dot(k, scales, rows[r].q), scale);
+        m3idx__best_take_d(&best[r], key_dot(k, scales, rows[r].q), scale);
       else
-        m3idx__cpu_best_take_logit(&best[r], m3idx__cpu_exact_logit(page, t, rows[r].q, scale));
+        m3idx__best_take_logit(&best[r], m3idx__exact_logit(rows[r].q, page + 64 * t, sc, scale));
     }
   }
   for (int r = 0; r < nrows; r++)

@@ -146,15 +146,15 @@ M3IDX_RULE struct m3idx__odd_form m3idx__odd_form_of(float x) {
   return f;
 }
 
-/* The lowest set bit's exponent of a nonzero finite q, and floor(log2|q|). */
-M3IDX_RULE int32_t m3idx__low_exponent(float q) { return m3idx__odd_form_of(q).e; }
-
-M3IDX_RULE int32_t m3idx__high_exponent(float q) {
+/* For a nonzero finite q: *hi = floor(log2|q|), *lo = its lowest set
+ * bit's exponent. */
+M3IDX_RULE void m3idx__exponents(float q, int32_t *hi, int32_t *lo) {
   const struct m3idx__odd_form f = m3idx__odd_form_of(q);
   int32_t h = f.e;
   for (uint32_t m = f.m >> 1; m != 0u; m >>= 1)
     h++;
-  return h;
+  *hi = h;
+  *lo = f.e;
 }
 
 /* Fast paths may sum a key's 128 products in fp64 when that cannot round:
@@ -185,7 +185,8 @@ M3IDX_RULE int32_t m3idx__row_spread_allowed(const float *q) {
     special |= u >= 0x7f800000u;
     if (u == 0u || u >= 0x7f800000u)
       continue;
-    const int32_t h = m3idx__high_exponent(q[d]), l = m3idx__low_exponent(q[d]);
+    int32_t h, l;
+    m3idx__exponents(q[d], &h, &l);
     hi = h > hi ? h : hi;
     lo = l < lo ? l : lo;
   }
@@ -333,6 +334,66 @@ M3IDX_RULE float m3idx__round_exact(const struct m3idx__exact_sum *x, float scal
   if (biased >= 255)
     return m3idx__bits_to_float(sign | 0x7f800000u);
   return m3idx__bits_to_float(sign | ((uint32_t)biased << 23) | (mant & 0x7fffffu));
+}
+
+/* The exact logit of one key (m3idx__exact_dot, then m3idx__round_exact):
+ * the path every key can take. */
+M3IDX_RULE float m3idx__exact_logit(const float *q, const uint8_t *data, const uint8_t *scales,
+                                    float scale) {
+  struct m3idx__exact_sum x;
+  m3idx__exact_dot(q, data, scales, &x);
+  return m3idx__round_exact(&x, scale);
+}
+
+/* A block's best key so far, as section 4 allows a backend to keep it:
+ * the exact D of the keys summed in fp64 (the largest for scale >= 0,
+ * else the smallest: RN is monotone, so the block's largest logit is that
+ * D rounded once), and the largest logit of the keys rounded one by one. */
+struct m3idx__block_best {
+  double d;
+  float logit;
+  int have_d, have_logit;
+};
+
+M3IDX_RULE void m3idx__best_start(struct m3idx__block_best *b) {
+  b->d = 0.0;
+  b->logit = 0.0f;
+  b->have_d = b->have_logit = 0;
+}
+
+M3IDX_RULE void m3idx__best_take_d(struct m3idx__block_best *b, double d, float scale) {
+  if (!b->have_d || (scale >= 0.0f ? d > b->d : d < b->d))
+    b->d = d;
+  b->have_d = 1;
+}
+
+/* A logit; NaN is ignored. */
+M3IDX_RULE void m3idx__best_take_logit(struct m3idx__block_best *b, float logit) {
+  if (logit != logit)
+    return;
+  if (!b->have_logit || logit > b->logit)
+    b->logit = logit;
+  b->have_logit = 1;
+}
+
+/* b takes what another share of the block's keys kept. */
+M3IDX_RULE void m3idx__best_merge(struct m3idx__block_best *b, const struct m3idx__block_best *o,
+                                  float scale) {
+  if (o->have_d)
+    m3idx__best_take_d(b, o->d, scale);
+  if (o->have_logit)
+    m3idx__best_take_logit(b, o->logit);
+}
+
+/* The block's largest logit, unclamped; NaN when every logit was NaN. */
+M3IDX_RULE float m3idx__best_logit(const struct m3idx__block_best *b, float scale) {
+  float s = b->have_logit ? b->logit : m3idx__bits_to_float(M3IDX_NAN_BITS);
+  if (b->have_d) {
+    const float l = m3idx__round_scaled(b->d, scale);
+    if (!b->have_logit || l > s)
+      s = l;
+  }
+  return s;
 }
 
 /* ---- section 6: clamp and sentinels ------------------------------------ */

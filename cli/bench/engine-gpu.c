@@ -198,16 +198,22 @@ static int gpu_time(void *job, int fused, int repeats, struct bench_timing *out,
   double sec = 0.0, v[16];
   t->fused = fused;
   t->calls = 1;
-  if (g->dt->time_on_stream(g->stream, run_calls, t, &sec, err, n))
-    return settle(t, err, n), -1;
+  /* On a failure, settle puts the library's message (when a call failed)
+     over the runtime's. */
+  if (g->dt->time_on_stream(g->stream, run_calls, t, &sec, err, n)) {
+    settle(t, err, n);
+    return -1;
+  }
   t->calls = sec > 0.0 ? (int)(0.02 / sec) + 1 : 100;
   if (t->calls > 200)
     t->calls = 200;
   if (repeats > 16)
     repeats = 16;
   for (int r = 0; r < repeats; r++) {
-    if (g->dt->time_on_stream(g->stream, run_calls, t, &sec, err, n))
-      return settle(t, err, n), -1;
+    if (g->dt->time_on_stream(g->stream, run_calls, t, &sec, err, n)) {
+      settle(t, err, n);
+      return -1;
+    }
     v[r] = sec / t->calls;
   }
   bench_timing_of(v, repeats, out);
