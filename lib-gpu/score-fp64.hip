@@ -52,8 +52,10 @@ M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
     const uint32_t u = f_bits(v) & 0x7fffffffu;
     special |= u >= 0x7f800000u;
     if (u != 0u && u < 0x7f800000u) {
-      hi = max(hi, (int)m3idx__high_exponent(v));
-      lo = min(lo, (int)m3idx__low_exponent(v));
+      int32_t h, l;
+      m3idx__exponents(v, &h, &l);
+      hi = max(hi, (int)h);
+      lo = min(lo, (int)l);
     }
   }
   for (int m = 1; m < 32; m <<= 1) {
