@@ -92,9 +92,8 @@ M3IDX_DEV double key_dot(const fp64_smem &sm, const warp_query &wq, const uint8_
 M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_query &wq,
                           const uint8_t *page, int nkeys, int head, int row, int b) {
   const int lane = threadIdx.x & 31;
-  double best_d = 0.0;
-  float best_l = 0.0f;
-  int have_d = 0, have_l = 0;
+  m3idx__block_best best;
+  m3idx__best_start(&best);
   for (int i = 0; i < 4; i++) {
     const int t = lane + 32 * i;
     if (t >= nkeys)
@@ -103,41 +102,21 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
     const int spread = m3idx__key_spread(sc);
     if (spread == 255) /* a NaN scale: the logit is NaN, ignored */
       continue;
-    if (spread <= wq.spread) {
-      const double d = key_dot(sm, wq, page + 64 * t, *(const uint32_t *)sc);
-      if (!have_d || (c.scale >= 0.0f ? d > best_d : d < best_d))
-        best_d = d;
-      have_d = 1;
-    } else {
-      m3idx__exact_sum x;
-      m3idx__exact_dot(wq.qf, page + 64 * t, sc, &x);
-      const float l = m3idx__round_exact(&x, c.scale);
-      if (l == l && (!have_l || l > best_l)) {
-        best_l = l;
-        have_l = 1;
-      }
-    }
+    if (spread <= wq.spread)
+      m3idx__best_take_d(&best, key_dot(sm, wq, page + 64 * t, *(const uint32_t *)sc), c.scale);
+    else
+      m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, c.scale));
   }
   for (int m = 1; m < 32; m <<= 1) {
-    const double od = M3IDX_SHFL_XOR(best_d, m);
-    const float ol = M3IDX_SHFL_XOR(best_l, m);
-    const int ohd = M3IDX_SHFL_XOR(have_d, m), ohl = M3IDX_SHFL_XOR(have_l, m);
-    if (ohd && (!have_d || (c.scale >= 0.0f ? od > best_d : od < best_d)))
-      best_d = od;
-    if (ohl && (!have_l || ol > best_l))
-      best_l = ol;
-    have_d |= ohd;
-    have_l |= ohl;
+    m3idx__block_best o;
+    o.d = M3IDX_SHFL_XOR(best.d, m);
+    o.logit = M3IDX_SHFL_XOR(best.logit, m);
+    o.have_d = M3IDX_SHFL_XOR(best.have_d, m);
+    o.have_logit = M3IDX_SHFL_XOR(best.have_logit, m);
+    m3idx__best_merge(&best, &o, c.scale);
   }
-  if (lane == 0) {
-    float s = have_l ? best_l : nan_f();
-    if (have_d) {
-      const float l = m3idx__round_scaled(best_d, c.scale);
-      if (!have_l || l > s)
-        s = l;
-    }
-    store_score(c, head, row, b, s);
-  }
+  if (lane == 0)
+    store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
 }
 
 __global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, const int32_t *map,
