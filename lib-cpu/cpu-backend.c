@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "cpu.h"
-#include "omp-compat.h"
 #include "work-map.h"
 
 static const char *cpu_unavailable_reason(void) { return NULL; }
@@ -47,9 +46,11 @@ static m3idx_status cpu_create(const struct m3idx_backend_config *cfg,
   if (s == NULL)
     return M3IDX_ERR_NO_MEMORY;
   s->config = *cfg;
-  s->threads = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
-  if (s->threads < 1)
-    s->threads = 1;
+  m3idx_status st = m3idx__cpu_threads_resolve(cfg->threads, &s->threads, err);
+  if (st != M3IDX_OK) {
+    free(s);
+    return st;
+  }
   s->kernel = m3idx__cpu_pick_kernel(&s->kernel_name, err);
   if (s->kernel == NULL) {
     free(s);

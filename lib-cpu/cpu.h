@@ -50,7 +50,7 @@ void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
 #endif
 
 /* The fastest kernel this processor runs, or the one M3IDX_CPU_ISA names
- * (scalar, avx512, avx512bf16); *name says which.  NULL if M3IDX_CPU_ISA asks for one
+ * (scalar, fp64, avx512); *name says which.  NULL if M3IDX_CPU_ISA asks for one
  * this processor lacks. */
 m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
                                              struct m3idx_errbuf *err);
@@ -91,6 +91,16 @@ void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
 void m3idx__cpu_pin_row(float *row, int32_t n, int32_t init_blocks,
                         int32_t local_blocks);
 void m3idx__cpu_topk_row(const float *row, int32_t n, int32_t *ids);
+
+/* The worker count of a new context (asked: opts->threads, 0 = default):
+ * bounded by M3IDX_MAX_THREADS, by the CPUs for the default, and by the
+ * threads the machine can start; M3IDX_ERR_NO_MEMORY when an asked count
+ * cannot start. */
+m3idx_status m3idx__cpu_threads_resolve(int32_t asked, int *out,
+                                        struct m3idx_errbuf *err);
+/* The team of a parallel region: s->threads, or 1 in a child forked after
+ * workers started (libgomp's threads are gone there). */
+int m3idx__cpu_team(const struct m3idx_cpu_state *s);
 
 /* Placement of threads and first touch of scratch. */
 int m3idx__cpu_place_threads(struct m3idx_cpu_state *s);

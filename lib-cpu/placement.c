@@ -27,7 +27,7 @@ int m3idx__cpu_place_threads(struct m3idx_cpu_state *s) {
   if (numa_available() < 0 || numa_max_node() < 1)
     return 0;
   int nodes = numa_max_node() + 1;
-#pragma omp parallel num_threads(s->threads)
+#pragma omp parallel num_threads(m3idx__cpu_team(s))
   {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
     /* Contiguous blocks of threads per node, as a static schedule splits work. */
@@ -45,7 +45,7 @@ void m3idx__cpu_first_touch(struct m3idx_cpu_state *s, void *p, size_t bytes) {
   unsigned char *b = p;
   const size_t page = 4096;
   size_t pages = (bytes + page - 1) / page;
-#pragma omp parallel for num_threads(s->threads) schedule(static)
+#pragma omp parallel for num_threads(m3idx__cpu_team(s)) schedule(static)
   for (size_t i = 0; i < pages; i++) {
     size_t len = bytes - i * page < page ? bytes - i * page : page;
     memset(b + i * page, 0, len);

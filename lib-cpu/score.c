@@ -56,7 +56,7 @@ static inline int32_t keys_seen(int32_t pos, int32_t b) {
 void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
                                const struct m3idx_call *c) {
   int64_t n = (int64_t)c->num_rows * c->num_heads;
-#pragma omp parallel for num_threads(s->threads) schedule(static)
+#pragma omp parallel for num_threads(m3idx__cpu_team(s)) schedule(static)
   for (int64_t r = 0; r < n; r++) {
     float *out = s->query_f32 + r * M3IDX_HEAD_DIM;
     for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
@@ -147,7 +147,7 @@ void m3idx__cpu_score_decode(struct m3idx_cpu_state *s,
     map = s->map;
   }
   int64_t claimed = 0;
-#pragma omp parallel num_threads(s->threads)
+#pragma omp parallel num_threads(m3idx__cpu_team(s))
   {
     m3idx_fpenv env = m3idx__fpenv_enter();
     for (int64_t e = claim_entry(&claimed); e < used;)
@@ -182,7 +182,7 @@ void m3idx__cpu_score_prefill(struct m3idx_cpu_state *s,
   for (int32_t r = 0; r < c->num_reqs; r++)
     prefix[r + 1] = prefix[r] + m3idx__request_blocks(c, r);
   int64_t items = prefix[c->num_reqs];
-#pragma omp parallel num_threads(s->threads)
+#pragma omp parallel num_threads(m3idx__cpu_team(s))
   {
     m3idx_fpenv env = m3idx__fpenv_enter();
 #pragma omp for schedule(dynamic, 1)
@@ -207,7 +207,7 @@ void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
   m3idx__cpu_row_positions(s, c);
   int64_t total = (int64_t)c->num_heads * c->num_rows;
   const float *in = scores_in ? scores_in : scores;
-#pragma omp parallel num_threads(s->threads)
+#pragma omp parallel num_threads(m3idx__cpu_team(s))
   {
     m3idx_fpenv env = m3idx__fpenv_enter();
 #pragma omp for schedule(static)

@@ -11,9 +11,10 @@
 
 #include "context.h"
 
-/* The options struct as version 0.1 shipped it; a caller's size may be
- * larger (a newer header) if the fields we do not know are zero. */
-#define OPTIONS_V1_SIZE (offsetof(m3idx_options, flags) + sizeof(uint32_t))
+/* The sizes of m3idx_options that released versions shipped (0.1 and 0.2:
+ * this one).  Any other size is refused before a byte past opts->size is
+ * read: a garbage size must not make the library read past the struct. */
+static const size_t known_option_sizes[] = {sizeof(m3idx_options)};
 #define KNOWN_FLAGS (M3IDX_FLAG_HOST_POINTERS | M3IDX_FLAG_NO_NUMA)
 
 void m3idx_options_init(m3idx_options *opts) {
@@ -31,28 +32,25 @@ void m3idx_options_init(m3idx_options *opts) {
 static m3idx_status read_options(const m3idx_options *user, m3idx_options *o) {
   if (user == NULL)
     return m3idx__fail(NULL, M3IDX_ERR_NULL_POINTER, "opts is NULL");
-  if (user->size < OPTIONS_V1_SIZE)
+  size_t known = 0;
+  for (size_t i = 0; i < sizeof known_option_sizes / sizeof known_option_sizes[0]; i++)
+    known |= user->size == known_option_sizes[i];
+  if (!known)
     return m3idx__fail(NULL, M3IDX_ERR_OPTIONS,
-                       "opts->size is %zu, smaller than any m3idx_options (%zu): call m3idx_options_init first",
-                       user->size, (size_t)OPTIONS_V1_SIZE);
-  if (user->size > sizeof *o) {
-    const unsigned char *extra = (const unsigned char *)user + sizeof *o;
-    for (size_t i = 0; i < user->size - sizeof *o; i++)
-      if (extra[i] != 0)
-        return m3idx__fail(NULL, M3IDX_ERR_OPTIONS,
-                           "opts sets a field this m3idx %s does not know (byte %zu of %zu)",
-                           M3IDX_VERSION_STRING, sizeof *o + i, user->size);
-  }
+                       "opts->size is %zu, not the size of any m3idx_options this m3idx %s "
+                       "knows (%zu): call m3idx_options_init and build against this m3idx.h",
+                       user->size, M3IDX_VERSION_STRING, sizeof(m3idx_options));
   m3idx_options_init(o);
-  memcpy(o, user, user->size < sizeof *o ? user->size : sizeof *o);
+  memcpy(o, user, sizeof *o);
   if (o->backend != M3IDX_BACKEND_AUTO && o->backend != M3IDX_BACKEND_CPU &&
       o->backend != M3IDX_BACKEND_HIP)
     return m3idx__fail(NULL, M3IDX_ERR_INVALID_ARGUMENT,
                        "opts->backend is %d, not AUTO (0), CPU (1) or HIP (2)",
                        (int)o->backend);
-  if (o->threads < 0)
+  if (o->threads < 0 || o->threads > M3IDX_MAX_THREADS)
     return m3idx__fail(NULL, M3IDX_ERR_INVALID_SIZE,
-                       "opts->threads is %d, negative", (int)o->threads);
+                       "opts->threads is %d, outside [0, M3IDX_MAX_THREADS %d]",
+                       (int)o->threads, M3IDX_MAX_THREADS);
   if (o->device < 0)
     return m3idx__fail(NULL, M3IDX_ERR_INVALID_SIZE,
                        "opts->device is %d, negative", (int)o->device);

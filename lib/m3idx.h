@@ -100,10 +100,13 @@ typedef struct m3idx_context m3idx_context;
 /* Do not use libnuma placement even where it is available. */
 #define M3IDX_FLAG_NO_NUMA 0x2u
 
+/* The most CPU worker threads a context takes (opts->threads). */
+#define M3IDX_MAX_THREADS 1024
+
 typedef struct m3idx_options {
   size_t size;            /* sizeof(m3idx_options): set by m3idx_options_init */
   m3idx_backend backend;  /* AUTO, CPU or HIP */
-  int32_t threads;        /* CPU worker threads; 0 = OpenMP's default */
+  int32_t threads;        /* CPU worker threads, <= M3IDX_MAX_THREADS; 0 = default */
   int32_t device;         /* HIP device ordinal */
   void *stream;           /* hipStream_t of the calls; NULL = the null stream */
   int32_t max_reqs;       /* most requests in one call */
