@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "context.h"
-#include "spec-rules.h"
+#include "encoding.h"
+#include "fp-env.h"
 
 /* Quantise 128 fp32 values into one slot. */
 static void encode_slot(uint8_t *page, int32_t slot, const float *key) {
@@ -29,14 +30,14 @@ static void encode_slot(uint8_t *page, int32_t slot, const float *key) {
       else if (fabsf(x[j]) > amax)
         amax = fabsf(x[j]);
     }
-    uint8_t e = finite ? m3idx_e8m0_for_amax(amax) : 255u;
+    uint8_t e = finite ? m3idx__encode_e8m0(amax) : 255u;
     scales[g] = e;
     /* 2^(127-e): e <= 253 for finite amax, so this is a normal number
        and x * inv is exact wherever the rounding can depend on it. */
     float inv = e < 255u ? m3idx__bits_to_float((uint32_t)(254 - e) << 23) : 0.0f;
     for (int j = 0; j < 32; j += 2) {
-      uint8_t lo = finite ? m3idx_float_to_e2m1(x[j] * inv) : 0u;
-      uint8_t hi = finite ? m3idx_float_to_e2m1(x[j + 1] * inv) : 0u;
+      uint8_t lo = finite ? m3idx__encode_e2m1(x[j] * inv) : 0u;
+      uint8_t hi = finite ? m3idx__encode_e2m1(x[j + 1] * inv) : 0u;
       data[16 * g + j / 2] = (uint8_t)(lo | (hi << 4));
     }
   }
@@ -57,7 +58,9 @@ m3idx_status m3idx_page_encode_f32(uint8_t *page, int32_t slot, const float *key
   m3idx_status st = check_slot(page, slot, key);
   if (st != M3IDX_OK)
     return st;
+  m3idx_fpenv env = m3idx__fpenv_enter();
   encode_slot(page, slot, key);
+  m3idx__fpenv_leave(env);
   return M3IDX_OK;
 }
 
@@ -67,9 +70,11 @@ m3idx_status m3idx_page_encode_bf16(uint8_t *page, int32_t slot,
   if (st != M3IDX_OK)
     return st;
   float x[M3IDX_HEAD_DIM];
+  m3idx_fpenv env = m3idx__fpenv_enter();
   for (int d = 0; d < M3IDX_HEAD_DIM; d++)
     x[d] = m3idx__bf16_value(key[d]);
   encode_slot(page, slot, x);
+  m3idx__fpenv_leave(env);
   return M3IDX_OK;
 }
 
@@ -79,11 +84,13 @@ m3idx_status m3idx_page_decode(const uint8_t *page, int32_t slot, float *key) {
     return st;
   const uint8_t *data = page + 64 * slot;
   const uint8_t *scales = page + M3IDX_PAGE_DATA_BYTES + 4 * slot;
+  m3idx_fpenv env = m3idx__fpenv_enter();
   for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
     uint8_t b = data[d / 2];
     uint8_t code = (d & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 15u);
     key[d] = m3idx__e2m1_value(code) * m3idx__e8m0_value(scales[d / 32]);
   }
+  m3idx__fpenv_leave(env);
   return M3IDX_OK;
 }
 
@@ -102,6 +109,7 @@ m3idx_status m3idx_encode_keys_f32(const float *keys, int64_t num_tokens,
                        "num_pages is %lld, but %lld tokens fill %lld pages",
                        (long long)num_pages, (long long)num_tokens,
                        (long long)need);
+  m3idx_fpenv env = m3idx__fpenv_enter();
   for (int64_t p = 0; p < num_pages; p++) {
     uint8_t *page = pages + p * M3IDX_PAGE_BYTES;
     int64_t first = p * M3IDX_BLOCK_SIZE;
@@ -112,5 +120,6 @@ m3idx_status m3idx_encode_keys_f32(const float *keys, int64_t num_tokens,
     for (int64_t t = 0; t < count; t++)
       encode_slot(page, (int32_t)t, keys + (first + t) * M3IDX_HEAD_DIM);
   }
+  m3idx__fpenv_leave(env);
   return M3IDX_OK;
 }

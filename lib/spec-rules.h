@@ -6,7 +6,7 @@
  * the constants in m3idx.h; both are shared the same way.
  *
  * Everything here is integer arithmetic or single IEEE operations in
- * round-to-nearest (the CPU backend enters that mode, lib-cpu/fp-env.h),
+ * round-to-nearest (the CPU backend enters that mode, lib/fp-env.h),
  * so host and device get the same bits.
  *
  * SPDX-License-Identifier: MIT

@@ -1,10 +1,12 @@
 /*
  * check-formats.c - the element conversions and the page encoder against
- * hand-computed values (SPEC sections 2 and 3).
+ * hand-computed values (SPEC sections 2 and 3), and in every floating-point
+ * environment a caller may run in.
  *
  * SPDX-License-Identifier: MIT
  */
 #include <check.h>
+#include <fenv.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +216,107 @@ START_TEST(encode_keys) {
 }
 END_TEST
 
+/* Every helper's output for a fixed spread of inputs (subnormals, ties,
+ * values near each format's edges), as bytes. */
+#define ENV_INPUTS 4096
+struct helper_outputs {
+  uint8_t e4m3[ENV_INPUTS], e2m1[ENV_INPUTS], e8m0[ENV_INPUTS];
+  uint16_t bf16[ENV_INPUTS];
+  uint32_t back_e4m3[256], back_e8m0[256], back_bf16[ENV_INPUTS];
+  uint8_t page[M3IDX_PAGE_BYTES], page_bf16[M3IDX_PAGE_BYTES], pages[2 * M3IDX_PAGE_BYTES];
+  float decoded[2][M3IDX_HEAD_DIM];
+};
+
+static float input(int i) {
+  uint32_t x = (uint32_t)i * 2654435761u;
+  x ^= x >> 13;
+  x *= 0x5bd1e995u;
+  x ^= x >> 15;
+  /* Exponents 0..40 (subnormal fp32, their scales), 100..140 (e4m3, e2m1
+   * and bf16 ties near 1) and all of them now and then. */
+  uint32_t exp = i % 3 == 0 ? (x >> 8) % 41 : i % 3 == 1 ? 100 + (x >> 8) % 41 : (x >> 8) & 0xff;
+  uint32_t mant = i % 5 == 0 ? (x & 0x7u) << 19 : x & 0x7fffffu; /* ties: few mantissa bits */
+  uint32_t u = (x & 0x80000000u) | exp << 23 | mant;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void run_helpers(struct helper_outputs *o) {
+  static float keys[M3IDX_BLOCK_SIZE + 1][M3IDX_HEAD_DIM];
+  static uint16_t key_bf16[M3IDX_HEAD_DIM];
+  memset(o, 0, sizeof *o);
+  for (int i = 0; i < ENV_INPUTS; i++) {
+    float x = input(i);
+    o->e4m3[i] = m3idx_float_to_e4m3(x);
+    o->e2m1[i] = m3idx_float_to_e2m1(x * 0x1p100f);
+    o->e8m0[i] = m3idx_e8m0_for_amax(x);
+    o->bf16[i] = m3idx_float_to_bf16(x);
+    o->back_bf16[i] = bits(m3idx_bf16_to_float(o->bf16[i]));
+  }
+  for (int i = 0; i < 256; i++) {
+    o->back_e4m3[i] = bits(m3idx_e4m3_to_float((uint8_t)i));
+    o->back_e8m0[i] = bits(m3idx_e8m0_to_float((uint8_t)i));
+  }
+  for (int t = 0; t <= M3IDX_BLOCK_SIZE; t++)
+    for (int d = 0; d < M3IDX_HEAD_DIM; d++)
+      keys[t][d] = input(t * M3IDX_HEAD_DIM + d) * (t % 2 ? 1.0f : 0x1p-100f);
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++)
+    key_bf16[d] = (uint16_t)(bits(input(d)) >> 16);
+  ck_assert_int_eq(m3idx_page_encode_f32(o->page, 0, keys[0]), M3IDX_OK);
+  ck_assert_int_eq(m3idx_page_encode_bf16(o->page_bf16, 0, key_bf16), M3IDX_OK);
+  ck_assert_int_eq(m3idx_encode_keys_f32(&keys[0][0], M3IDX_BLOCK_SIZE + 1, o->pages, 2), M3IDX_OK);
+  ck_assert_int_eq(m3idx_page_decode(o->page, 0, o->decoded[0]), M3IDX_OK);
+  ck_assert_int_eq(m3idx_page_decode(o->pages, 3, o->decoded[1]), M3IDX_OK);
+}
+
+/* A -ffast-math program runs with FTZ and DAZ; others change the rounding
+ * mode.  Before the helpers entered round-to-nearest with subnormals kept,
+ * m3idx_float_to_e4m3 rounded up under FE_UPWARD and the page encoder and
+ * decoder flushed subnormal keys under FTZ/DAZ. */
+START_TEST(caller_fp_environment) {
+  static struct helper_outputs want, got;
+  run_helpers(&want);
+  static const int modes[] = {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+  for (int m = 0; m < 4; m++) {
+#if defined(__x86_64__) || defined(__SSE__)
+    unsigned int csr = 0, mine = 0, after = 0;
+    __asm__ volatile("stmxcsr %0" : "=m"(csr));
+    if (m < 3) {
+      fesetround(modes[m]);
+    } else {
+      mine = csr | 0x8040u; /* FTZ | DAZ */
+      __asm__ volatile("ldmxcsr %0" : : "m"(mine));
+    }
+    __asm__ volatile("stmxcsr %0" : "=m"(mine));
+    run_helpers(&got);
+    __asm__ volatile("stmxcsr %0" : "=m"(after));
+    fesetround(FE_TONEAREST);
+    __asm__ volatile("ldmxcsr %0" : : "m"(csr));
+    ck_assert_uint_eq(after, mine); /* the caller's mode is given back */
+#else
+    if (m == 3)
+      break;
+    fesetround(modes[m]);
+    run_helpers(&got);
+    ck_assert_int_eq(fegetround(), modes[m]);
+    fesetround(FE_TONEAREST);
+#endif
+    ck_assert_msg(memcmp(got.e4m3, want.e4m3, sizeof want.e4m3) == 0, "float_to_e4m3, mode %d", m);
+    ck_assert_msg(memcmp(got.e2m1, want.e2m1, sizeof want.e2m1) == 0, "float_to_e2m1, mode %d", m);
+    ck_assert_msg(memcmp(got.e8m0, want.e8m0, sizeof want.e8m0) == 0, "e8m0_for_amax, mode %d", m);
+    ck_assert_msg(memcmp(got.bf16, want.bf16, sizeof want.bf16) == 0, "float_to_bf16, mode %d", m);
+    ck_assert_msg(memcmp(got.back_bf16, want.back_bf16, sizeof want.back_bf16) == 0, "bf16_to_float, mode %d", m);
+    ck_assert_msg(memcmp(got.back_e4m3, want.back_e4m3, sizeof want.back_e4m3) == 0, "e4m3_to_float, mode %d", m);
+    ck_assert_msg(memcmp(got.back_e8m0, want.back_e8m0, sizeof want.back_e8m0) == 0, "e8m0_to_float, mode %d", m);
+    ck_assert_msg(memcmp(got.page, want.page, sizeof want.page) == 0, "page_encode_f32, mode %d", m);
+    ck_assert_msg(memcmp(got.page_bf16, want.page_bf16, sizeof want.page_bf16) == 0, "page_encode_bf16, mode %d", m);
+    ck_assert_msg(memcmp(got.pages, want.pages, sizeof want.pages) == 0, "encode_keys_f32, mode %d", m);
+    ck_assert_msg(memcmp(got.decoded, want.decoded, sizeof want.decoded) == 0, "page_decode, mode %d", m);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("formats");
   TCase *t = tcase_create("formats");
@@ -224,6 +327,7 @@ int main(void) {
   tcase_add_test(t, page_encode_hand_computed);
   tcase_add_test(t, page_round_trip);
   tcase_add_test(t, encode_keys);
+  tcase_add_test(t, caller_fp_environment);
   suite_add_tcase(s, t);
   return run_suite(s);
 }
