@@ -6,6 +6,7 @@
 #ifndef M3IDX_CLI_H
 #define M3IDX_CLI_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,12 @@ void cli_error(const char *sub, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The library's message with its C names turned into the CLI's options. */
 void cli_library_error(const char *sub, m3idx_status st, const char *msg);
+
+/* getopt_long takes any unique prefix of a long option: --score would be
+ * --scores-out.  Refuse abbreviations of the options in `full' (those that
+ * name output files), with a message; 0 when there are none. */
+int cli_refuse_abbreviated(int argc, char **argv, const struct option *opts,
+                           const char *const *full, const char *sub);
 
 /* Strict number parsing: 0 on success. */
 int cli_parse_int(const char *s, int32_t lo, int32_t hi, int32_t *out);

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "npy.h"
+#include "out-files.h"
 
 static const char usage[] =
     "usage: m3idx topk --mode decode|prefill --query q.npy --query-dtype bf16|e4m3\n"
@@ -28,14 +29,14 @@ static const char usage[] =
 struct topk_args {
   const char *mode, *query, *dtype, *pages, *bt, *seq_lens, *cu, *ctx, *out, *scores_out;
   int32_t query_len, init_blocks, local_blocks, threads;
-  int have_query_len;
+  int have_query_len, force;
   float scale;
   m3idx_backend backend;
 };
 
 static int parse_args(int argc, char **argv, struct topk_args *a) {
   enum { O_MODE = 256, O_QUERY, O_DTYPE, O_PAGES, O_BT, O_SL, O_QLEN, O_CU, O_CTX,
-         O_SCALE, O_INIT, O_LOCAL, O_OUT, O_SOUT, O_BACKEND, O_THREADS, O_HELP };
+         O_SCALE, O_INIT, O_LOCAL, O_OUT, O_SOUT, O_BACKEND, O_THREADS, O_FORCE, O_HELP };
   static const struct option opts[] = {
       {"mode", required_argument, 0, O_MODE},
       {"query", required_argument, 0, O_QUERY},
@@ -53,6 +54,7 @@ static int parse_args(int argc, char **argv, struct topk_args *a) {
       {"scores-out", required_argument, 0, O_SOUT},
       {"backend", required_argument, 0, O_BACKEND},
       {"threads", required_argument, 0, O_THREADS},
+      {"force", no_argument, 0, O_FORCE},
       {"help", no_argument, 0, O_HELP},
       {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
@@ -60,8 +62,11 @@ static int parse_args(int argc, char **argv, struct topk_args *a) {
   a->scale = 1.0f;
   a->local_blocks = 1;
   a->backend = M3IDX_BACKEND_AUTO;
+  static const char *const outputs[] = {"out", "scores-out", NULL};
+  if (cli_refuse_abbreviated(argc, argv, opts, outputs, "topk") != 0)
+    return -1;
   opterr = 0;
-  optind = 1;
+  optind = 0; /* 0: glibc forgets a previous parse, even one cut short */
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
@@ -107,14 +112,16 @@ static int parse_args(int argc, char **argv, struct topk_args *a) {
       }
       break;
     case O_THREADS:
-      if (cli_parse_int(optarg, 0, 4096, &a->threads) != 0) {
-        cli_error("topk", "--threads '%s' is not an integer in [0, 4096]", optarg);
+      if (cli_parse_int(optarg, 0, M3IDX_MAX_THREADS, &a->threads) != 0) {
+        cli_error("topk", "--threads '%s' is not an integer in [0, %d]", optarg,
+                  M3IDX_MAX_THREADS);
         return -1;
       }
       break;
+    case O_FORCE: a->force = 1; break;
     case O_HELP:
       fputs(usage, stdout);
-      exit(0);
+      return 1;
     default:
       cli_error("topk", "unknown or incomplete option '%s'\n%s", argv[optind - 1], usage);
       return -1;
@@ -152,27 +159,96 @@ static int parse_args(int argc, char **argv, struct topk_args *a) {
     cli_error("topk", "--query-len is for --mode decode only (prefill rows come from --cu-seqlens-q)");
     return -1;
   }
-  if (a->scores_out && !strcmp(a->scores_out, a->out)) {
-    cli_error("topk", "--out and --scores-out name the same file");
-    return -1;
-  }
   return 0;
 }
 
 static int fits_int32(int64_t v) { return v >= 0 && v <= INT32_MAX; }
 
+/* The inputs' shapes agree, and every request's blocks fit the block table:
+ * checked before anything is sized from the values, so bad input costs no
+ * memory (the library checks the rest of SPEC section 11). */
+static int check_shapes(const struct topk_args *a, int prefill, const struct npy_array *q,
+                        const struct npy_array *pages, const struct npy_array *bt,
+                        const struct npy_array *sl, const struct npy_array *cu,
+                        const struct npy_array *cl) {
+  int64_t reqs = sl->shape[0];
+  if (reqs < 1 || !fits_int32(reqs)) {
+    cli_error("topk", "--seq-lens has %lld requests; it needs at least 1", (long long)reqs);
+    return -1;
+  }
+  if (bt->shape[0] != reqs) {
+    cli_error("topk", "--block-table has %lld rows, but --seq-lens has %lld requests",
+              (long long)bt->shape[0], (long long)reqs);
+    return -1;
+  }
+  if (bt->shape[1] < 1 || !fits_int32(bt->shape[1])) {
+    cli_error("topk", "--block-table has %lld columns", (long long)bt->shape[1]);
+    return -1;
+  }
+  if (pages->shape[1] != M3IDX_PAGE_BYTES || !fits_int32(pages->shape[0])) {
+    cli_error("topk", "--pages has shape [%lld, %lld], expected [num_pages, %d]",
+              (long long)pages->shape[0], (long long)pages->shape[1], M3IDX_PAGE_BYTES);
+    return -1;
+  }
+  if (q->shape[2] != M3IDX_HEAD_DIM || q->shape[1] < 1 || !fits_int32(q->shape[0]) ||
+      !fits_int32(q->shape[1]) || !fits_int32(q->shape[0] * q->shape[1])) {
+    cli_error("topk", "--query has shape [%lld, %lld, %lld], expected [rows, heads >= 1, %d]",
+              (long long)q->shape[0], (long long)q->shape[1], (long long)q->shape[2],
+              M3IDX_HEAD_DIM);
+    return -1;
+  }
+  if (prefill && (cu->shape[0] != reqs + 1 || cl->shape[0] != reqs)) {
+    cli_error("topk", "--cu-seqlens-q has %lld entries and --context-lens %lld; "
+              "%lld requests need %lld and %lld",
+              (long long)cu->shape[0], (long long)cl->shape[0], (long long)reqs,
+              (long long)reqs + 1, (long long)reqs);
+    return -1;
+  }
+  if (!prefill && a->query_len >= 1 && q->shape[0] != reqs * (int64_t)a->query_len) {
+    cli_error("topk", "--query has %lld rows, but %lld requests x --query-len %d need %lld",
+              (long long)q->shape[0], (long long)reqs, (int)a->query_len,
+              (long long)reqs * a->query_len);
+    return -1;
+  }
+  const int32_t *seq = sl->data;
+  for (int64_t r = 0; r < reqs; r++) {
+    int64_t blocks = seq[r] > 0 ? ((int64_t)seq[r] + M3IDX_BLOCK_SIZE - 1) / M3IDX_BLOCK_SIZE : 0;
+    if (blocks > bt->shape[1]) {
+      cli_error("topk", "--seq-lens[%lld] is %d: %lld blocks, more than the %lld columns "
+                "of --block-table", (long long)r, (int)seq[r], (long long)blocks,
+                (long long)bt->shape[1]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int cli_topk(int argc, char **argv) {
   struct topk_args a;
   struct npy_array q = {0}, pages = {0}, bt = {0}, sl = {0}, cu = {0}, cl = {0};
+  struct out_set outs;
   char err[1024];
   int rc = CLI_EXIT_USAGE;
   m3idx_context *ctx = NULL;
   int32_t *topk = NULL;
   float *scores = NULL;
-  if (parse_args(argc, argv, &a) != 0)
-    return CLI_EXIT_USAGE;
+  int parsed = parse_args(argc, argv, &a);
+  if (parsed != 0)
+    return parsed > 0 ? 0 : CLI_EXIT_USAGE;
   int prefill = !strcmp(a.mode, "prefill");
   int bf16 = !strcmp(a.dtype, "bf16");
+
+  /* The outputs first: a refusal costs no reading. */
+  out_init(&outs, a.force);
+  int out_i = out_add(&outs, "--out", a.out);
+  int scores_i = a.scores_out ? out_add(&outs, "--scores-out", a.scores_out) : -1;
+  const char *in_opts[] = {"--query", "--pages", "--block-table", "--seq-lens",
+                           "--cu-seqlens-q", "--context-lens"};
+  const char *in_paths[] = {a.query, a.pages, a.bt, a.seq_lens, a.cu, a.ctx};
+  if (out_check(&outs, 6, in_opts, in_paths, err, sizeof err) != 0) {
+    cli_error("topk", "%s", err);
+    goto out;
+  }
 
 #define READ(arr, path, opt, descr, nd)                                     \
   if (npy_read(path, opt, descr, nd, &arr, err, sizeof err) != 0) {         \
@@ -188,47 +264,10 @@ int cli_topk(int argc, char **argv) {
     READ(cl, a.ctx, "--context-lens", "<i4", 1);
   }
 #undef READ
+  if (check_shapes(&a, prefill, &q, &pages, &bt, &sl, &cu, &cl) != 0)
+    goto out;
 
   int64_t reqs = sl.shape[0];
-  if (reqs < 1 || !fits_int32(reqs)) {
-    cli_error("topk", "--seq-lens has %lld requests; it needs at least 1", (long long)reqs);
-    goto out;
-  }
-  if (bt.shape[0] != reqs) {
-    cli_error("topk", "--block-table has %lld rows, but --seq-lens has %lld requests",
-              (long long)bt.shape[0], (long long)reqs);
-    goto out;
-  }
-  if (bt.shape[1] < 1 || !fits_int32(bt.shape[1])) {
-    cli_error("topk", "--block-table has %lld columns", (long long)bt.shape[1]);
-    goto out;
-  }
-  if (pages.shape[1] != M3IDX_PAGE_BYTES || !fits_int32(pages.shape[0])) {
-    cli_error("topk", "--pages has shape [%lld, %lld], expected [num_pages, %d]",
-              (long long)pages.shape[0], (long long)pages.shape[1], M3IDX_PAGE_BYTES);
-    goto out;
-  }
-  if (q.shape[2] != M3IDX_HEAD_DIM || q.shape[1] < 1 || !fits_int32(q.shape[0]) ||
-      !fits_int32(q.shape[1])) {
-    cli_error("topk", "--query has shape [%lld, %lld, %lld], expected [rows, heads >= 1, %d]",
-              (long long)q.shape[0], (long long)q.shape[1], (long long)q.shape[2],
-              M3IDX_HEAD_DIM);
-    goto out;
-  }
-  if (prefill && (cu.shape[0] != reqs + 1 || cl.shape[0] != reqs)) {
-    cli_error("topk", "--cu-seqlens-q has %lld entries and --context-lens %lld; "
-              "%lld requests need %lld and %lld",
-              (long long)cu.shape[0], (long long)cl.shape[0], (long long)reqs,
-              (long long)reqs + 1, (long long)reqs);
-    goto out;
-  }
-  if (!prefill && a.query_len >= 1 && q.shape[0] != reqs * (int64_t)a.query_len) {
-    cli_error("topk", "--query has %lld rows, but %lld requests x --query-len %d need %lld",
-              (long long)q.shape[0], (long long)reqs, (int)a.query_len,
-              (long long)reqs * a.query_len);
-    goto out;
-  }
-
   const int32_t *seq = sl.data;
   int32_t max_seq = 1;
   for (int64_t r = 0; r < reqs; r++)
@@ -259,7 +298,8 @@ int cli_topk(int argc, char **argv) {
                                                                          : CLI_EXIT_USAGE;
     goto out;
   }
-  int32_t width = (max_seq + M3IDX_BLOCK_SIZE - 1) / M3IDX_BLOCK_SIZE;
+  /* ceil(max_seq / 128) without overflow: max_seq may be INT32_MAX. */
+  int32_t width = max_seq / M3IDX_BLOCK_SIZE + (max_seq % M3IDX_BLOCK_SIZE != 0);
   size_t nrow = (size_t)heads * (size_t)rows;
   topk = malloc(nrow * M3IDX_TOPK * sizeof *topk + 1);
   if (a.scores_out) {
@@ -285,19 +325,21 @@ int cli_topk(int argc, char **argv) {
     goto out;
   }
   int64_t tshape[3] = {heads, rows, M3IDX_TOPK}, sshape[3] = {heads, rows, width};
-  if (npy_write(a.out, "<i4", 3, tshape, topk, err, sizeof err) != 0) {
-    cli_error("topk", "--out: %s", err);
-    rc = CLI_EXIT_FAILURE;
-    goto out;
-  }
-  if (a.scores_out && npy_write(a.scores_out, "<f4", 3, sshape, scores, err, sizeof err) != 0) {
-    cli_error("topk", "--scores-out: %s", err);
-    unlink(a.out); /* all outputs or none */
-    rc = CLI_EXIT_FAILURE;
+  unsigned char thead[NPY_HEADER_MAX], shead[NPY_HEADER_MAX];
+  size_t tlen = npy_header("<i4", 3, tshape, thead, sizeof thead);
+  size_t slen = npy_header("<f4", 3, sshape, shead, sizeof shead);
+  rc = CLI_EXIT_FAILURE;
+  if (out_stage(&outs, out_i, thead, tlen, topk, npy_data_bytes("<i4", 3, tshape), err,
+                sizeof err) != 0 ||
+      (scores_i >= 0 && out_stage(&outs, scores_i, shead, slen, scores,
+                                  npy_data_bytes("<f4", 3, sshape), err, sizeof err) != 0) ||
+      out_commit(&outs, err, sizeof err) != 0) {
+    cli_error("topk", "%s", err);
     goto out;
   }
   rc = 0;
 out:
+  out_discard(&outs);
   m3idx_context_destroy(ctx);
   free(topk);
   free(scores);

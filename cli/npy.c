@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "npy.h"
+#include "out-files.h"
 
 #define MAX_HEADER (1 << 20)
 
@@ -204,9 +206,29 @@ out:
 int npy_read(const char *path, const char *what, const char *descr, int ndim,
              struct npy_array *a, char *err, size_t n) {
   memset(a, 0, sizeof *a);
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  /* Non-blocking, then checked: a FIFO or device would block or never end. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return fail(err, n, "%s: cannot open '%s': %s", what, path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return fail(err, n, "%s: cannot read '%s': %s", what, path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return fail(err, n, "%s: '%s' is not a regular file (it is %s)", what, path,
+                S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+  }
+  int fl = fcntl(fd, F_GETFL);
+  FILE *f = fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    int e = errno;
+    close(fd);
+    return fail(err, n, "%s: cannot open '%s': %s", what, path, strerror(e));
+  }
   int rc = -1;
   unsigned char *head = malloc(MAX_HEADER + 12);
   char inner[768];
@@ -255,17 +277,15 @@ void npy_free(struct npy_array *a) {
   a->data = NULL;
 }
 
-int npy_write(const char *path, const char *descr, int ndim,
-              const int64_t *shape, const void *data, char *err, size_t n) {
+size_t npy_header(const char *descr, int ndim, const int64_t *shape, unsigned char *out,
+                  size_t cap) {
   char dict[256], dims[160] = "";
-  size_t count = 1, isz = descr_itemsize(descr);
   for (int i = 0; i < ndim; i++) {
     char one[32];
     /* numpy's own spelling: (3,) and (3, 4) */
     snprintf(one, sizeof one, "%s%lld%s", i ? ", " : "", (long long)shape[i],
              ndim == 1 ? "," : "");
     strncat(dims, one, sizeof dims - strlen(dims) - 1);
-    count *= (size_t)shape[i];
   }
   int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
                     descr, dims);
@@ -273,42 +293,36 @@ int npy_write(const char *path, const char *descr, int ndim,
   size_t total = 10 + (size_t)dl + 1;
   size_t pad = (64 - total % 64) % 64;
   size_t hlen = (size_t)dl + pad + 1;
+  if (10 + hlen > cap)
+    return 0;
   unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
                            (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
-  if (!tmp)
-    return fail(err, n, "no memory");
-  snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    fail(err, n, "cannot write '%s': %s", path, strerror(errno));
-    free(tmp);
-    return -1;
-  }
-  mode_t mask = umask(0);
-  umask(mask);
-  (void)fchmod(fd, 0666 & ~mask); /* as if created by fopen */
-  FILE *f = fdopen(fd, "wb");
-  int ok = f != NULL;
-  ok = ok && fwrite(pre, 1, 10, f) == 10;
-  ok = ok && fwrite(dict, 1, (size_t)dl, f) == (size_t)dl;
-  for (size_t i = 0; ok && i < pad; i++)
-    ok = fputc(' ', f) != EOF;
-  ok = ok && fputc('\n', f) != EOF;
-  ok = ok && (count * isz == 0 || fwrite(data, isz, count, f) == count);
-  if (f) {
-    if (fclose(f) != 0)
-      ok = 0;
-  } else {
-    close(fd);
-  }
-  if (ok && rename(tmp, path) != 0)
-    ok = 0;
-  if (!ok) {
-    fail(err, n, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
-    unlink(tmp);
-  }
-  free(tmp);
-  return ok ? 0 : -1;
+  memcpy(out, pre, 10);
+  memcpy(out + 10, dict, (size_t)dl);
+  memset(out + 10 + dl, ' ', pad);
+  out[10 + hlen - 1] = '\n';
+  return 10 + hlen;
+}
+
+size_t npy_data_bytes(const char *descr, int ndim, const int64_t *shape) {
+  size_t count = 1;
+  for (int i = 0; i < ndim; i++)
+    count *= (size_t)shape[i];
+  return count * descr_itemsize(descr);
+}
+
+int npy_write(const char *path, const char *descr, int ndim,
+              const int64_t *shape, const void *data, char *err, size_t n) {
+  unsigned char head[NPY_HEADER_MAX];
+  size_t hlen = npy_header(descr, ndim, shape, head, sizeof head);
+  struct out_set set;
+  out_init(&set, 0);
+  int i = out_add(&set, "output", path);
+  int rc = out_check(&set, 0, NULL, NULL, err, n) != 0 ||
+                   out_stage(&set, i, head, hlen, data, npy_data_bytes(descr, ndim, shape), err, n) != 0 ||
+                   out_commit(&set, err, n) != 0
+               ? -1
+               : 0;
+  out_discard(&set);
+  return rc;
 }

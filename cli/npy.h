@@ -29,15 +29,23 @@ int npy_parse_header(const unsigned char *head, size_t head_len, uint64_t file_l
                      const char *what, const char *descr, int ndim, struct npy_array *a,
                      size_t *data_offset, char *err, size_t errlen);
 
-/* Read path into a; the array must have dtype `descr` (for "|u1", "<u1"
+/* Read path, a regular file, into a; the array must have dtype `descr` (for "|u1", "<u1"
  * is accepted too) and `ndim` dimensions.  0 on success; else -1 and a
  * message naming `what` (the option) in err. */
 int npy_read(const char *path, const char *what, const char *descr, int ndim,
              struct npy_array *a, char *err, size_t errlen);
 void npy_free(struct npy_array *a);
 
-/* Write atomically (a temporary file renamed into place): on failure no
- * file is left at path.  0 on success; else -1 and a message in err. */
+/* The header of a format 1.0 file holding `shape' of `descr' into out
+ * (cap >= NPY_HEADER_MAX); its length. */
+#define NPY_HEADER_MAX 256
+size_t npy_header(const char *descr, int ndim, const int64_t *shape, unsigned char *out,
+                  size_t cap);
+/* Bytes of the data of such a file. */
+size_t npy_data_bytes(const char *descr, int ndim, const int64_t *shape);
+
+/* Write one file as an output set of one (out-files.h): complete or not
+ * at all.  0 on success; else -1 and a message in err. */
 int npy_write(const char *path, const char *descr, int ndim,
               const int64_t *shape, const void *data, char *err,
               size_t errlen);

@@ -34,6 +34,10 @@ static const char *const renames[][2] = {
     {"batch->seq_lens", "--seq-lens"},
     {"batch->cu_seqlens_q", "--cu-seqlens-q"},
     {"batch->context_lens", "--context-lens"},
+    {"context_lens", "--context-lens"},
+    {"cu_seqlens_q", "--cu-seqlens-q"},
+    {"seq_lens", "--seq-lens"},
+    {"score_stride", "the width of --scores-out"},
     {"batch->query_len", "--query-len"},
     {"batch->num_rows", "the rows of --query"},
     {"batch->num_heads", "the heads of --query"},
@@ -69,6 +73,34 @@ void cli_library_error(const char *sub, m3idx_status st, const char *msg) {
   }
   out[o] = '\0';
   cli_error(sub, "%s (%s)", out[0] ? out : m3idx_strerror(st), m3idx_strerror(st));
+}
+
+int cli_refuse_abbreviated(int argc, char **argv, const struct option *opts,
+                           const char *const *full, const char *sub) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--") == 0)
+      break;
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+      continue;
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const struct option *o = opts;
+    while (o->name && !(strlen(o->name) == len && strncmp(o->name, name, len) == 0))
+      o++;
+    if (o->name) {
+      if (o->has_arg == required_argument && !eq)
+        i++; /* its value, whatever it looks like */
+      continue;
+    }
+    for (const char *const *f = full; *f; f++)
+      if (len < strlen(*f) && strncmp(*f, name, len) == 0) {
+        cli_error(sub, "'--%.*s' is not an option; options that name output files must be "
+                  "written in full (--%s)", (int)len, name, *f);
+        return -1;
+      }
+  }
+  return 0;
 }
 
 int cli_parse_int(const char *s, int32_t lo, int32_t hi, int32_t *out) {

@@ -13,7 +13,8 @@
  *   cli-helper damage IN OUT KIND         fortran | bigendian | truncate |
  *                                         trailing | v2 | v3 | magic | f8 | 4d
  *   cli-helper set-i32 FILE INDEX VALUE   overwrite one int32 element
- *   cli-helper zeros FILE DESCR D0 D1     a zero array of shape [D0, D1]
+ *   cli-helper zeros FILE DESCR D0 [D1 [D2]]  a zero array of that shape
+ *   cli-helper fill-i32 FILE VALUE N      int32 [N], every element VALUE
  *
  * SPDX-License-Identifier: MIT
  */
@@ -303,13 +304,27 @@ int main(int argc, char **argv) {
     return expect_pages(argv[2], argv[3]);
   if (argc == 5 && !strcmp(argv[1], "damage"))
     return damage(argv[2], argv[3], argv[4]);
-  if (argc == 6 && !strcmp(argv[1], "zeros")) {
-    int64_t shape[2] = {strtoll(argv[4], NULL, 10), strtoll(argv[5], NULL, 10)};
-    void *z = calloc((size_t)(shape[0] * shape[1]) * 4 + 1, 1);
+  if (argc >= 5 && argc <= 7 && !strcmp(argv[1], "zeros")) {
+    int64_t shape[3];
+    size_t count = 1;
+    for (int i = 4; i < argc; i++)
+      count *= (size_t)(shape[i - 4] = strtoll(argv[i], NULL, 10));
+    void *z = calloc(count * 4 + 1, 1);
     char err[512];
-    if (npy_write(argv[2], argv[3], 2, shape, z, err, sizeof err) != 0)
+    if (npy_write(argv[2], argv[3], argc - 4, shape, z, err, sizeof err) != 0)
       die(err);
     free(z);
+    return 0;
+  }
+  if (argc == 5 && !strcmp(argv[1], "fill-i32")) {
+    int64_t n = strtoll(argv[4], NULL, 10);
+    int32_t *v = malloc((size_t)n * 4 + 1), value = (int32_t)strtol(argv[3], NULL, 10);
+    char err[512];
+    for (int64_t i = 0; v && i < n; i++)
+      v[i] = value;
+    if (!v || npy_write(argv[2], "<i4", 1, &n, v, err, sizeof err) != 0)
+      die(v ? err : "no memory");
+    free(v);
     return 0;
   }
   if (argc == 5 && !strcmp(argv[1], "set-i32"))

@@ -42,7 +42,7 @@ int cli_bench(int argc, char **argv) {
   int c;
   int32_t v;
   opterr = 0;
-  optind = 1;
+  optind = 0; /* 0: glibc forgets a previous parse, even one cut short */
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
     case 'q': o.quick = 1; break;
