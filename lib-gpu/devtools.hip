@@ -9,6 +9,7 @@
 
 #include "devtools.h"
 #include "gpu-runtime.h"
+#include "kernels.h"
 
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 typedef cudaGraph_t graph_t;
@@ -151,8 +152,9 @@ static int dt_copy_bandwidth(size_t bytes, int repeats, double *bps, char *err, 
   }
   int rc = check(hipMemsetAsync(a, 1, words * 16, 0), "hipMemset", err, n);
   hipDeviceProp_t p;
-  (void)hipGetDeviceProperties(&p, 0);
-  dim3 grid(p.multiProcessorCount * 8), block(256);
+  if (rc == 0)
+    rc = check(hipGetDeviceProperties(&p, 0), "hipGetDeviceProperties", err, n);
+  dim3 grid(rc == 0 ? p.multiProcessorCount * 8 : 1), block(256);
   double best = 0.0;
   for (int i = 0; rc == 0 && i <= repeats; i++) {
     struct arg_t {
@@ -166,6 +168,7 @@ static int dt_copy_bandwidth(size_t bytes, int repeats, double *bps, char *err, 
         0,
         [](void *x) -> int {
           arg_t *t = (arg_t *)x;
+          (void)hipGetLastError(); /* only this launch's error counts */
           hipLaunchKernelGGL(copy_kernel, t->grid, t->block, 0, 0, t->in, t->out, t->n);
           return hipGetLastError() == hipSuccess ? 0 : -1;
         },
@@ -222,6 +225,7 @@ static int dt_fma_peak(double *flops, char *err, size_t n) {
         0,
         [](void *x) -> int {
           arg_t *t = (arg_t *)x;
+          (void)hipGetLastError(); /* only this launch's error counts */
           hipLaunchKernelGGL(fma_kernel, t->grid, t->block, 0, 0, t->out, 1.0f);
           return hipGetLastError() == hipSuccess ? 0 : -1;
         },
@@ -243,11 +247,16 @@ static int dt_device_name(char *name, size_t len) {
   return 0;
 }
 
+static int dt_inject_device_failure(int on) {
+  m3idx_gpu_inject_bad_device = on != 0;
+  return 0;
+}
+
 static const struct m3idx_devtools tools = {
     M3IDX_DEVTOOLS_ABI, dt_alloc, dt_release, dt_to_device, dt_to_host, dt_fill,
     dt_stream_create, dt_stream_destroy, dt_stream_sync, dt_to_device_async,
     dt_capture_begin, dt_capture_end, dt_graph_launch, dt_graph_destroy, dt_time,
-    dt_copy_bandwidth, dt_fma_peak, dt_device_name,
+    dt_copy_bandwidth, dt_fma_peak, dt_device_name, dt_inject_device_failure,
 };
 
 EXPORT const struct m3idx_devtools *m3idx_plugin_devtools(void) { return &tools; }

@@ -37,21 +37,37 @@ struct hip_state {
   size_t stage_bytes;
 };
 
-/* Keep the caller's current device: switch for the call, then switch back. */
+int m3idx_gpu_inject_bad_device = 0;
+
+/* Keep the caller's current device: switch for the call (status says
+ * whether that worked), then switch back. */
 struct device_guard {
   int saved = -1;
+  hipError_t status = hipSuccess;
   explicit device_guard(int device) {
     if (hipGetDevice(&saved) != hipSuccess)
       saved = -1;
+    if (m3idx_gpu_inject_bad_device)
+      device = 1 << 20;
     if (saved != device)
-      (void)hipSetDevice(device);
+      status = hipSetDevice(device);
   }
   ~device_guard() {
     int now = -1;
     if (saved >= 0 && hipGetDevice(&now) == hipSuccess && now != saved)
-      (void)hipSetDevice(saved);
+      (void)hipSetDevice(saved); /* nothing can report it: the call's status is out */
+    /* A failure here or in the call is reported; leave no sticky error for
+       the caller's next runtime call to mistake for its own. */
+    (void)hipGetLastError();
   }
 };
+
+/* Fail the call when the guard could not make its device current. */
+#define GUARD_OR_FAIL(g)                                                    \
+  do {                                                                      \
+    if ((g).status != hipSuccess)                                           \
+      return hip_failed(err, "hipSetDevice", (g).status);                   \
+  } while (0)
 
 static m3idx_status hip_failed(struct m3idx_errbuf *err, const char *what, hipError_t e) {
   snprintf(err->msg, sizeof err->msg, "%s: %s", what, hipGetErrorString(e));
@@ -138,6 +154,8 @@ static void hip_destroy(void *state) {
   if (s == NULL)
     return;
   device_guard g(s->cfg.device);
+  /* Destroy cannot report: a failed free is dropped, and the guard clears
+     the error it leaves. */
   (void)hipFree(s->d_err);
   (void)hipFree(s->d_scores);
   (void)hipFree(s->d_map);
@@ -153,6 +171,8 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
     return M3IDX_ERR_BACKEND_UNAVAILABLE;
   }
   device_guard g(cfg->device);
+  GUARD_OR_FAIL(g);
+  (void)hipGetLastError(); /* an earlier failure of the caller's is not ours */
   hip_state *s = (hip_state *)calloc(1, sizeof *s);
   if (s == NULL)
     return M3IDX_ERR_NO_MEMORY;
@@ -175,14 +195,19 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
   if ((e = hipMalloc((void **)&s->d_err, sizeof(unsigned))) != hipSuccess ||
       (e = hipMalloc((void **)&s->d_scores, score_bytes)) != hipSuccess ||
       (e = hipMalloc((void **)&s->d_map, (size_t)s->map_capacity * 2 * sizeof(int32_t))) !=
-          hipSuccess ||
-      (e = hipMemsetAsync(s->d_err, 0, sizeof(unsigned), s->stream)) != hipSuccess ||
-      (e = hipStreamSynchronize(s->stream)) != hipSuccess) {
+          hipSuccess) {
     snprintf(err->msg, sizeof err->msg,
              "device scratch for max_heads %d x max_rows %d x %d blocks: %s",
              (int)cfg->max_heads, (int)cfg->max_rows, (int)s->max_width, hipGetErrorString(e));
     hip_destroy(s);
-    return M3IDX_ERR_NO_MEMORY;
+    return e == hipErrorOutOfMemory ? M3IDX_ERR_NO_MEMORY : M3IDX_ERR_DEVICE;
+  }
+  if ((e = hipMemsetAsync(s->d_err, 0, sizeof(unsigned), s->stream)) != hipSuccess ||
+      (e = hipStreamSynchronize(s->stream)) != hipSuccess) {
+    snprintf(err->msg, sizeof err->msg, "clearing the device error word on the stream: %s",
+             hipGetErrorString(e));
+    hip_destroy(s);
+    return M3IDX_ERR_DEVICE;
   }
   *state = s;
   return M3IDX_OK;
@@ -240,6 +265,9 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
                            int32_t *topk, struct m3idx_errbuf *err) {
   hipStream_t st = s->stream;
   int32_t chunk = m3idx__work_chunk_blocks(c->query_len > 0 ? c->query_len : 1, c->num_heads);
+  /* Each launch reports hipGetLastError: clear what was left before it, so
+     an earlier failure (the caller's, say) is not taken for the launch's. */
+  (void)hipGetLastError();
   switch (c->stage) {
   case M3IDX_STAGE_WORK_MAP:
     HIP_TRY(m3idx_gpu_work_map(&g, map_out, c->work_map_capacity, chunk, st), "work map kernel");
@@ -289,6 +317,7 @@ static m3idx_status error_bits(unsigned bits, struct m3idx_errbuf *err) {
 static m3idx_status hip_synchronize(void *state, struct m3idx_errbuf *err) {
   hip_state *s = (hip_state *)state;
   device_guard g(s->cfg.device);
+  GUARD_OR_FAIL(g);
   unsigned bits = 0;
   HIP_TRY(hipMemcpyAsync(&bits, s->d_err, sizeof bits, hipMemcpyDeviceToHost, s->stream),
           "reading the device error word");
@@ -319,14 +348,16 @@ static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct 
   size_t o_scores = (scores_io || c->scores_in) ? plan.take(score_bytes(c)) : 0;
   size_t o_topk = c->topk ? plan.take((size_t)c->num_heads * c->num_rows * M3IDX_TOPK * 4) : 0;
   if (plan.used > s->stage_bytes) {
-    (void)hipFree(s->stage);
+    hipError_t e = s->stage ? hipFree(s->stage) : hipSuccess;
     s->stage = NULL;
     s->stage_bytes = 0;
-    hipError_t e = hipMalloc(&s->stage, plan.used);
+    if (e != hipSuccess)
+      return hip_failed(err, "freeing the old staging buffer", e);
+    e = hipMalloc(&s->stage, plan.used);
     if (e != hipSuccess) {
       snprintf(err->msg, sizeof err->msg, "staging %zu bytes of host buffers on the device: %s",
                plan.used, hipGetErrorString(e));
-      return M3IDX_ERR_NO_MEMORY;
+      return e == hipErrorOutOfMemory ? M3IDX_ERR_NO_MEMORY : M3IDX_ERR_DEVICE;
     }
     s->stage_bytes = plan.used;
   }
@@ -392,6 +423,7 @@ static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct 
 static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3idx_errbuf *err) {
   hip_state *s = (hip_state *)state;
   device_guard guard(s->cfg.device);
+  GUARD_OR_FAIL(guard);
   if (s->host_pointers)
     return run_staged(s, c, err);
   /* Keys and queries are read 16 bytes at a time. */

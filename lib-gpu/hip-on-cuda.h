@@ -17,6 +17,7 @@ typedef cudaEvent_t hipEvent_t;
 typedef cudaDeviceProp hipDeviceProp_t;
 
 #define hipSuccess cudaSuccess
+#define hipErrorOutOfMemory cudaErrorMemoryAllocation
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice

@@ -50,6 +50,10 @@ hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s);
  * (twice what stays resident), for gpu_call.one_grid; fixed for a
  * context, so that graph replays see one grid. */
 hipError_t m3idx_gpu_score_decode_setup(int *grid);
+
+/* Tests only (devtools inject_device_failure): the device calls switch to
+ * a device ordinal that does not exist. */
+extern int m3idx_gpu_inject_bad_device;
 /* Pin (pin != 0) and/or select (topk != NULL): scores_in is read, and
  * pinned scores are written to c->scores when write_pinned. */
 hipError_t m3idx_gpu_pin_topk(const struct gpu_call *c, const float *scores_in,

@@ -71,7 +71,8 @@ static const char *missing_devtools_member(const struct m3idx_devtools *t) {
            {"time_on_stream", !!t->time_on_stream},
            {"copy_bandwidth", !!t->copy_bandwidth},
            {"fma_peak", !!t->fma_peak},
-           {"device_name", !!t->device_name}};
+           {"device_name", !!t->device_name},
+           {"inject_device_failure", !!t->inject_device_failure}};
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
     if (!m[i].set)
       return m[i].name;

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define M3IDX_DEVTOOLS_ABI 1
+#define M3IDX_DEVTOOLS_ABI 2
 #define M3IDX_DEVTOOLS_ENTRY "m3idx_plugin_devtools"
 
 struct m3idx_devtools {
@@ -51,6 +51,10 @@ struct m3idx_devtools {
   int (*fma_peak)(double *flops_per_s, char *err, size_t n);
   /* The device's name. */
   int (*device_name)(char *name, size_t len);
+  /* Tests only: while on, the plugin's calls switch to a device ordinal that
+   * does not exist, so that their first runtime call fails (and leaves the
+   * runtime's sticky last error behind, as a real failure does). */
+  int (*inject_device_failure)(int on);
 };
 
 /* The loaded HIP plugin's developer tools, checked (ABI, no NULL member);

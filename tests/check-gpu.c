@@ -315,6 +315,54 @@ START_TEST(backend_reports) {
 }
 END_TEST
 
+/* A runtime call that fails (here hipSetDevice, made to take a device
+ * ordinal that does not exist) gives M3IDX_ERR_DEVICE with the runtime's
+ * message and leaves the outputs; once it works again, the next calls
+ * succeed: the sticky error the failure left is not taken for theirs. */
+START_TEST(device_call_failure) {
+  static const int32_t lens[] = {3000, 129};
+  struct test_case *tc = case_decode(16001u, FLAVOR_PLAIN, 2, 1, M3IDX_DTYPE_BF16, 2, lens);
+  char why[512];
+  struct case_results want;
+  m3idx_context *c = make_ctx(tc, M3IDX_BACKEND_CPU, 0, NULL);
+  ck_assert_msg(results_from_library(c, tc, &want, why, sizeof why) == 0, "cpu: %s", why);
+  m3idx_context_destroy(c);
+  m3idx_options o;
+  case_options(tc, &o);
+  o.backend = M3IDX_BACKEND_HIP;
+  m3idx_context *g = NULL;
+  ck_assert_int_eq(m3idx_context_create(&o, &g), M3IDX_OK);
+  size_t n = (size_t)tc->batch.num_heads * tc->batch.num_rows * M3IDX_TOPK;
+  int32_t *topk = malloc(n * sizeof *topk);
+  memset(topk, 0x5a, n * sizeof *topk);
+  ck_assert_int_eq(dt->inject_device_failure(1), 0);
+  m3idx_status st = m3idx_index_topk_decode(g, &tc->batch, &tc->query, &tc->kcache,
+                                            tc->init_blocks, tc->local_blocks, NULL, 0, topk,
+                                            NULL, 0);
+  m3idx_status sync = m3idx_synchronize(g);
+  m3idx_context *g2 = NULL;
+  m3idx_status create = m3idx_context_create(&o, &g2);
+  char create_msg[512];
+  snprintf(create_msg, sizeof create_msg, "%s", m3idx_last_error(NULL));
+  ck_assert_int_eq(dt->inject_device_failure(0), 0);
+  ck_assert_msg(st == M3IDX_ERR_DEVICE, "call: status %d, %s", st, m3idx_last_error(g));
+  ck_assert_msg(strstr(m3idx_last_error(g), "hipSetDevice") != NULL, "%s", m3idx_last_error(g));
+  ck_assert_int_eq(sync, M3IDX_ERR_DEVICE);
+  ck_assert_msg(create == M3IDX_ERR_DEVICE && g2 == NULL, "create: %d, %s", create, create_msg);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_int_eq(topk[i], 0x5a5a5a5a);
+  /* Working again: every call succeeds, with the CPU's bytes. */
+  struct case_results got;
+  ck_assert_msg(results_from_library(g, tc, &got, why, sizeof why) == 0, "after: %s", why);
+  ck_assert_msg(results_compare(tc, &got, &want, why, sizeof why) == 0, "after: %s", why);
+  results_free(&got);
+  results_free(&want);
+  free(topk);
+  m3idx_context_destroy(g);
+  case_free(tc);
+}
+END_TEST
+
 int main(void) {
   const char *why = m3idx_backend_unavailable_reason(M3IDX_BACKEND_HIP);
   if (why != NULL) {
@@ -334,6 +382,7 @@ int main(void) {
   tcase_add_loop_test(t, device_pointers, 0, 2);
   tcase_add_test(t, graph_replay);
   tcase_add_test(t, device_bad_input);
+  tcase_add_test(t, device_call_failure);
   suite_add_tcase(s, t);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK); /* HIP breaks in a forked child */

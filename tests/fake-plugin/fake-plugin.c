@@ -67,7 +67,7 @@ const struct m3idx_devtools *m3idx_plugin_devtools(void) {
   SET(alloc), SET(release), SET(to_device), SET(to_host), SET(fill), SET(stream_create);
   SET(stream_destroy), SET(stream_sync), SET(to_device_async), SET(capture_begin);
   SET(capture_end), SET(graph_launch), SET(graph_destroy), SET(time_on_stream);
-  SET(copy_bandwidth), SET(fma_peak), SET(device_name);
+  SET(copy_bandwidth), SET(fma_peak), SET(device_name), SET(inject_device_failure);
 #undef SET
   if (strcmp(mode(), "null-devtools-member") == 0)
     dt.fill = NULL;
