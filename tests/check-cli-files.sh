@@ -117,19 +117,19 @@ fi
 rm -f "$O/fifo"
 
 # 4. Thread counts: bounded, and OMP_NUM_THREADS cannot make it crash.
-if OMP_NUM_THREADS=100000 topk --out "$O/omp.npy" 2>"$tmp/err" &&
+if OMP_NUM_THREADS=100000 topk --out "$O/omp.npy" --backend cpu 2>"$tmp/err" &&
   cmp -s "$O/omp.npy" "$D/expected_topk.npy"; then
   pass
 else
   fail "4: OMP_NUM_THREADS=100000: $(cat "$tmp/err")"
 fi
-if topk --out "$O/t.npy" --threads 5000 2>"$tmp/err"; then
+if topk --out "$O/t.npy" --threads 5000 --backend cpu 2>"$tmp/err"; then
   fail "4: --threads 5000: exit 0"
 else
   grep -q -- "--threads '5000'" "$tmp/err" && pass || fail "4: --threads 5000: $(cat "$tmp/err")"
 fi
 if [ $limited = yes ]; then
-  (ulimit -v 400000 && topk --out "$O/lim.npy" --threads 512) 2>"$tmp/err"
+  (ulimit -v 400000 && topk --out "$O/lim.npy" --threads 512 --backend cpu) 2>"$tmp/err"
   rc=$?
   if [ $rc -eq 1 ] && grep -q "worker threads" "$tmp/err" && ! grep -q libgomp "$tmp/err"; then
     pass
