@@ -33,10 +33,10 @@ static int fail(char *err, size_t n, const char *fmt, ...) {
 
 /* The signals that end a run early; their handler removes the staged
  * temporaries (unlink is async-signal-safe), then dies of the signal. */
-static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
 #define N_FATAL (int)(sizeof fatal_signals / sizeof fatal_signals[0])
 static char *volatile pending[OUT_MAX];
-static struct sigaction saved_actions[N_FATAL];
+static struct sigaction saved_actions[N_FATAL], saved_xfsz;
 static int handlers_installed;
 
 static void remove_pending_and_die(int sig) {
@@ -66,6 +66,12 @@ static void install_handlers(void) {
     if (saved_actions[i].sa_handler != SIG_IGN)
       sigaction(fatal_signals[i], &sa, NULL);
   }
+  /* Past a file-size limit (ulimit -f), write fails with EFBIG instead of
+     the signal ending the run with its temporaries in place. */
+  struct sigaction ign;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &ign, &saved_xfsz);
   handlers_installed = 1;
 }
 
@@ -74,6 +80,7 @@ static void restore_handlers(void) {
     return;
   for (int i = 0; i < N_FATAL; i++)
     sigaction(fatal_signals[i], &saved_actions[i], NULL);
+  sigaction(SIGXFSZ, &saved_xfsz, NULL);
   handlers_installed = 0;
 }
 

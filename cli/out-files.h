@@ -54,7 +54,7 @@ int out_stage(struct out_set *s, int i, const void *head, size_t head_len,
               const void *data, size_t data_len, char *err, size_t errlen);
 
 /* Put every staged output in place: write-through outputs first, then the
- * renames with SIGINT, SIGTERM, SIGHUP and SIGPIPE held, undone if one
+ * renames with SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE held, undone if one
  * fails.  0, or -1 with nothing replaced. */
 int out_commit(struct out_set *s, char *err, size_t errlen);
 

@@ -188,6 +188,20 @@ else
 fi
 rm -f "$O/held"
 
+# A file-size limit (ulimit -f 0: no byte may be written) used to end the run with
+# SIGXFSZ and leave the temporary: now the write fails and the old --out stays.
+printf OLD >"$O/fsz.npy"
+# The message goes through a pipe: the limit applies to files, stderr's too.
+msg=$( (ulimit -f 0 && "$M3IDX" topk $(cat "$D/args") --query "$D/query.npy" --pages "$D/pages.npy" \
+  --block-table "$D/block_table.npy" --seq-lens "$D/seq_lens.npy" --out "$O/fsz.npy"; echo "exit $?") 2>&1)
+if echo "$msg" | grep -q "File too large" && echo "$msg" | grep -q "^exit 1$" &&
+  [ "$(cat "$O/fsz.npy")" = OLD ] && no_temps "$O"; then
+  pass
+else
+  fail "file-size limit: $msg; $(ls -A "$O" | grep '^\.m3idx-')"
+fi
+rm -f "$O"/.m3idx-*
+
 # 8. seq_lens near 2^31 with --scores-out: valid, so it runs (the score
 # width overflowed int32 before).  One request: 16.7M blocks of one page.
 if [ $limited = yes ]; then
