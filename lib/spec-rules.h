@@ -214,28 +214,31 @@ struct m3idx__exact_sum {
   int nan, pos_inf, neg_inf;
 };
 
-/* w += (neg ? -1 : 1) * m * 2^off, m < 2^12, 0 <= off <= 507. */
+/* w += (neg ? -1 : 1) * m * 2^off, m < 2^12, 0 <= off <= 507.  Every word
+ * is visited with a constant index (the term's two words are selected, the
+ * carry or borrow ripples through the rest), so a GPU keeps the sum in
+ * registers instead of scratch memory. */
 M3IDX_RULE void m3idx__exact_add(uint64_t *w, uint32_t m, int32_t off, int neg) {
   const int i = off >> 6, s = off & 63;
   const uint64_t lo = (uint64_t)m << s, hi = s ? (uint64_t)m >> (64 - s) : 0u;
-  if (!neg) {
-    uint64_t a = w[i];
-    w[i] = a + lo;
-    const uint64_t add = hi + (w[i] < a); /* below 2^13: cannot wrap */
-    a = w[i + 1];
-    w[i + 1] = a + add;
-    uint64_t c = w[i + 1] < a;
-    for (int k = i + 2; c && k < M3IDX_EXACT_WORDS; k++)
-      c = ++w[k] == 0u;
-  } else {
-    uint64_t a = w[i];
-    w[i] = a - lo;
-    const uint64_t sub = hi + (a < lo);
-    a = w[i + 1];
-    w[i + 1] = a - sub;
-    uint64_t b = a < sub;
-    for (int k = i + 2; b && k < M3IDX_EXACT_WORDS; k++)
-      b = w[k]-- == 0u;
+  uint64_t c = 0u;
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#pragma unroll
+#endif
+  for (int k = 0; k < M3IDX_EXACT_WORDS; k++) {
+    const uint64_t t = k == i ? lo : k == i + 1 ? hi : 0u;
+    const uint64_t a = w[k];
+    if (!neg) {
+      const uint64_t v = a + t;
+      const uint64_t v2 = v + c;
+      c = (uint64_t)(v < a) + (uint64_t)(v2 < v);
+      w[k] = v2;
+    } else {
+      const uint64_t v = a - t;
+      const uint64_t v2 = v - c;
+      c = (uint64_t)(a < t) + (uint64_t)(v < c);
+      w[k] = v2;
+    }
   }
 }
 
@@ -269,6 +272,15 @@ M3IDX_RULE void m3idx__exact_dot(const float *q, const uint8_t *data, const uint
   }
 }
 
+/* Leading zero bits of x != 0. */
+M3IDX_RULE int m3idx__clz32(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __clz((int)x);
+#else
+  return __builtin_clz(x);
+#endif
+}
+
 /* RN32(scale * D) for an exact sum, with the special cases of
  * m3idx__round_scaled.  The magnitude times scale's significand is formed
  * exactly in 32-bit limbs, then rounded to nearest even at fp32's
@@ -298,26 +310,44 @@ M3IDX_RULE float m3idx__round_exact(const struct m3idx__exact_sum *x, float scal
     carry = v >> 32;
   }
   limb[2 * M3IDX_EXACT_WORDS] = (uint32_t)carry;
+  /* Every limb is read with a constant index (as in m3idx__exact_add). */
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define M3IDX__UNROLL _Pragma("unroll")
+#else
+#define M3IDX__UNROLL
+#endif
   int top = -1; /* the highest set bit of the product */
-  for (int i = 2 * M3IDX_EXACT_WORDS; i >= 0 && top < 0; i--)
-    for (int b = 31; b >= 0 && top < 0; b--)
-      if ((limb[i] >> b) & 1u)
-        top = 32 * i + b;
+  M3IDX__UNROLL
+  for (int i = 0; i <= 2 * M3IDX_EXACT_WORDS; i++)
+    if (limb[i] != 0u)
+      top = 32 * i + 31 - m3idx__clz32(limb[i]);
   if (top < 0)
     return 0.0f; /* a zero logit is +0 */
   /* Bit j of the product weighs 2^(j + lsb); keep bits down to the larger
      of top - 23 (24 bits) and fp32's least subnormal, 2^-149. */
   const int32_t lsb = s.e + M3IDX_EXACT_LSB;
   const int32_t low = top - 23 > -149 - lsb ? top - 23 : -149 - lsb;
-#define M3IDX__BIT(j) ((j) < 0 ? 0u : (limb[(j) >> 5] >> ((j) & 31)) & 1u)
-  uint32_t mant = 0u;
-  for (int32_t j = top; j >= low; j--)
-    mant = (mant << 1) | M3IDX__BIT(j);
-  const uint32_t half = M3IDX__BIT(low - 1);
+  /* Bits low - 1 .. top (the half bit, then at most 24) into window, and
+     whether any bit below low - 1 is set. */
+  const int32_t base = low - 1;
+  uint64_t window = 0u;
   uint32_t sticky = 0u;
-  for (int32_t j = low - 2; j >= 0 && !sticky; j--)
-    sticky = M3IDX__BIT(j);
-#undef M3IDX__BIT
+  M3IDX__UNROLL
+  for (int i = 0; i <= 2 * M3IDX_EXACT_WORDS; i++) {
+    const int32_t sh = 32 * i - base; /* where limb i's bit 0 lands in window */
+    const uint64_t v = limb[i];
+    if (sh >= 0 && sh < 64)
+      window |= v << sh;
+    else if (sh < 0 && sh > -32)
+      window |= v >> -sh;
+    if (sh <= -32)
+      sticky |= limb[i];
+    else if (sh < 0)
+      sticky |= limb[i] & ((1u << -sh) - 1u);
+  }
+#undef M3IDX__UNROLL
+  uint32_t mant = (uint32_t)(window >> 1) & 0x1ffffffu;
+  const uint32_t half = (uint32_t)window & 1u;
   if (half && (sticky || (mant & 1u)))
     mant++;
   int32_t ex = low + lsb; /* the weight of mant's last bit */
