@@ -88,10 +88,7 @@ int cli_encode(int argc, char **argv) {
     rc = CLI_EXIT_USAGE;
   } else {
     int64_t shape[2] = {npages, M3IDX_PAGE_BYTES};
-    unsigned char head[NPY_HEADER_MAX];
-    size_t hlen = npy_header("|u1", 2, shape, head, sizeof head);
-    if (out_stage(&outs, 0, head, hlen, pages, npy_data_bytes("|u1", 2, shape), err,
-                  sizeof err) != 0 ||
+    if (npy_stage(&outs, 0, "|u1", 2, shape, pages, err, sizeof err) != 0 ||
         out_commit(&outs, err, sizeof err) != 0) {
       cli_error("encode", "%s", err);
       rc = CLI_EXIT_FAILURE;

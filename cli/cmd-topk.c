@@ -325,14 +325,10 @@ int cli_topk(int argc, char **argv) {
     goto out;
   }
   int64_t tshape[3] = {heads, rows, M3IDX_TOPK}, sshape[3] = {heads, rows, width};
-  unsigned char thead[NPY_HEADER_MAX], shead[NPY_HEADER_MAX];
-  size_t tlen = npy_header("<i4", 3, tshape, thead, sizeof thead);
-  size_t slen = npy_header("<f4", 3, sshape, shead, sizeof shead);
   rc = CLI_EXIT_FAILURE;
-  if (out_stage(&outs, out_i, thead, tlen, topk, npy_data_bytes("<i4", 3, tshape), err,
-                sizeof err) != 0 ||
-      (scores_i >= 0 && out_stage(&outs, scores_i, shead, slen, scores,
-                                  npy_data_bytes("<f4", 3, sshape), err, sizeof err) != 0) ||
+  if (npy_stage(&outs, out_i, "<i4", 3, tshape, topk, err, sizeof err) != 0 ||
+      (scores_i >= 0 &&
+       npy_stage(&outs, scores_i, "<f4", 3, sshape, scores, err, sizeof err) != 0) ||
       out_commit(&outs, err, sizeof err) != 0) {
     cli_error("topk", "%s", err);
     goto out;

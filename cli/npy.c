@@ -277,8 +277,11 @@ void npy_free(struct npy_array *a) {
   a->data = NULL;
 }
 
-size_t npy_header(const char *descr, int ndim, const int64_t *shape, unsigned char *out,
-                  size_t cap) {
+/* The header of a format 1.0 file holding `shape' of `descr' into out
+ * (cap bytes); its length, 0 if it does not fit. */
+#define NPY_HEADER_MAX 256
+static size_t npy_header(const char *descr, int ndim, const int64_t *shape, unsigned char *out,
+                         size_t cap) {
   char dict[256], dims[160] = "";
   for (int i = 0; i < ndim; i++) {
     char one[32];
@@ -304,22 +307,23 @@ size_t npy_header(const char *descr, int ndim, const int64_t *shape, unsigned ch
   return 10 + hlen;
 }
 
-size_t npy_data_bytes(const char *descr, int ndim, const int64_t *shape) {
+int npy_stage(struct out_set *set, int i, const char *descr, int ndim, const int64_t *shape,
+              const void *data, char *err, size_t n) {
+  unsigned char head[NPY_HEADER_MAX];
+  size_t hlen = npy_header(descr, ndim, shape, head, sizeof head);
   size_t count = 1;
-  for (int i = 0; i < ndim; i++)
-    count *= (size_t)shape[i];
-  return count * descr_itemsize(descr);
+  for (int d = 0; d < ndim; d++)
+    count *= (size_t)shape[d];
+  return out_stage(set, i, head, hlen, data, count * descr_itemsize(descr), err, n);
 }
 
 int npy_write(const char *path, const char *descr, int ndim,
               const int64_t *shape, const void *data, char *err, size_t n) {
-  unsigned char head[NPY_HEADER_MAX];
-  size_t hlen = npy_header(descr, ndim, shape, head, sizeof head);
   struct out_set set;
   out_init(&set, 0);
   int i = out_add(&set, "output", path);
   int rc = out_check(&set, 0, NULL, NULL, err, n) != 0 ||
-                   out_stage(&set, i, head, hlen, data, npy_data_bytes(descr, ndim, shape), err, n) != 0 ||
+                   npy_stage(&set, i, descr, ndim, shape, data, err, n) != 0 ||
                    out_commit(&set, err, n) != 0
                ? -1
                : 0;

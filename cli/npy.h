@@ -36,13 +36,12 @@ int npy_read(const char *path, const char *what, const char *descr, int ndim,
              struct npy_array *a, char *err, size_t errlen);
 void npy_free(struct npy_array *a);
 
-/* The header of a format 1.0 file holding `shape' of `descr' into out
- * (cap >= NPY_HEADER_MAX); its length. */
-#define NPY_HEADER_MAX 256
-size_t npy_header(const char *descr, int ndim, const int64_t *shape, unsigned char *out,
-                  size_t cap);
-/* Bytes of the data of such a file. */
-size_t npy_data_bytes(const char *descr, int ndim, const int64_t *shape);
+struct out_set;
+/* Stage output i of an output set (out-files.h) as a format 1.0 file
+ * holding `shape' of `descr' from data (which must stay valid until
+ * out_commit).  0 on success; else -1 and a message in err. */
+int npy_stage(struct out_set *set, int i, const char *descr, int ndim, const int64_t *shape,
+              const void *data, char *err, size_t errlen);
 
 /* Write one file as an output set of one (out-files.h): complete or not
  * at all.  0 on success; else -1 and a message in err. */

@@ -159,7 +159,7 @@ static int resolve(struct out_file *f, int force, char *err, size_t n) {
   if (f->target == NULL)
     return fail(err, n, "%s: cannot write '%s': %s", f->opt, f->path, strerror(errno));
   mode_t m = f->st.st_mode;
-  if (S_ISDIR(m) || S_ISSOCK(m) || S_ISBLK(m) || !(S_ISREG(m) || S_ISCHR(m) || S_ISFIFO(m)))
+  if (!S_ISREG(m) && !S_ISCHR(m) && !S_ISFIFO(m))
     return fail(err, n, "%s: '%s' is %s", f->opt, f->path, kind_of(m));
   /* Devices, FIFOs and the names of open descriptors are written through:
    * replacing them with a regular file would destroy them. */
@@ -234,7 +234,10 @@ int out_stage(struct out_set *s, int i, const void *head, size_t head_len, const
               size_t data_len, char *err, size_t n) {
   struct out_file *f = &s->f[i];
   if (f->through) {
-    f->head = head;
+    f->head = malloc(head_len ? head_len : 1);
+    if (f->head == NULL)
+      return fail(err, n, "no memory");
+    memcpy(f->head, head, head_len);
     f->head_len = head_len;
     f->data = data;
     f->data_len = data_len;
@@ -394,7 +397,9 @@ void out_discard(struct out_set *s) {
       free(f->tmp);
     }
     free(f->target);
+    free(f->head);
     f->tmp = f->target = NULL;
+    f->head = NULL;
   }
   int any = 0;
   for (int i = 0; i < OUT_MAX; i++)

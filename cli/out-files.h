@@ -24,7 +24,8 @@ struct out_file {
   struct stat st;
   char *tmp;           /* the staged temporary, until it is renamed */
   char *old;           /* a hard link to the replaced file while the set is renamed */
-  const void *head, *data; /* a write-through output's bytes, kept until commit */
+  void *head;          /* a write-through output's header, copied, until commit */
+  const void *data;    /* and its data, the caller's, kept until commit */
   size_t head_len, data_len;
   int staged;
 };
@@ -48,8 +49,9 @@ int out_add(struct out_set *s, const char *opt, const char *path);
 int out_check(struct out_set *s, int n_inputs, const char *const *in_opts,
               const char *const *in_paths, char *err, size_t errlen);
 
-/* Write output i (head then data bytes) to its temporary file, or keep
- * the pointers of a write-through output for out_commit. */
+/* Write output i (head then data bytes) to its temporary file; for a
+ * write-through output, copy head and keep data's pointer (data must stay
+ * valid until out_commit). */
 int out_stage(struct out_set *s, int i, const void *head, size_t head_len,
               const void *data, size_t data_len, char *err, size_t errlen);
 
