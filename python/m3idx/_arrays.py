@@ -28,13 +28,6 @@ class Arr:
         self.ptr, self.shape, self.kind, self.device = ptr, tuple(shape), kind, device
         self.owner, self.name, self.is_torch = owner, name, is_torch
 
-    @property
-    def size(self):
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
     def host_numpy(self):
         """The values as a host numpy array (a device array is copied)."""
         o = self.owner

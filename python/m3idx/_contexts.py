@@ -33,9 +33,11 @@ def _current_stream(device):
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def context(backend, device, reqs, model_len, rows, heads):
+def context(backend, device, batch):
     """A context of this thread for the backend and the data's device,
-    with at least these limits."""
+    with at least the limits the batch (a _library.Batch) needs."""
+    reqs, model_len, rows, heads = (batch.num_reqs, batch.max_seq_len, batch.num_rows,
+                                    batch.num_heads)
     stream = _current_stream(device)
     host = device is None
     key = (backend, device if device is not None else 0, stream, host)

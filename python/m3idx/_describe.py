@@ -3,7 +3,6 @@ built from its arrays, with every shape, dtype and device checked first:
 a problem raises TypeError or ValueError naming the argument before the
 library is called, so no output is touched."""
 
-import math
 import numbers
 
 import numpy as np
@@ -101,10 +100,6 @@ def causal_blocks(batch, sl, cu=None, cl=None):
 
 def width(max_seq_len):
     return -(-max_seq_len // BLOCK_SIZE)
-
-
-def finite(x):
-    return math.isfinite(x)
 
 
 def device_of(*arrs):

@@ -22,7 +22,7 @@ def _finish(ctx, device):
         check(lib.m3idx_synchronize(ctx), ctx)
 
 
-def _work_map(work_map, device):
+def _work_map(work_map):
     if work_map is None:
         return None, 0
     wm = adapt(work_map, "work_map", ("i32",), 2)
@@ -54,7 +54,7 @@ def mxfp4_index_topk_decode(index_query, index_pages, block_table, seq_lens, wor
     q, qd = D.query(index_query, scale)
     sl = D.lengths(seq_lens)
     pages, bt, kc = D.kcache(index_pages, block_table, sl.shape[0])
-    wm, cap = _work_map(work_map, None)
+    wm, cap = _work_map(work_map)
     rows, heads = q.shape[0], q.shape[1]
     out = adapt(topk_out, "topk_out", ("i32",), 3, writable=True)
     expect_shape(out, (heads, rows, TOPK))
@@ -63,7 +63,7 @@ def mxfp4_index_topk_decode(index_query, index_pages, block_table, seq_lens, wor
     lb = D.integer(local_blocks, "local_blocks")
     device = D.device_of(q, pages, bt, sl, wm, out)
     be = backend_for(backend, device)
-    ctx = context(be, device, batch.num_reqs, batch.max_seq_len, rows, heads)
+    ctx = context(be, device, batch)
     check(lib.m3idx_index_topk_decode(ctx, ctypes.byref(batch), ctypes.byref(qd),
                                       ctypes.byref(kc), ib, lb, wm.ptr if wm else None, cap,
                                       out.ptr, None, 0), ctx)
@@ -110,7 +110,7 @@ def mxfp4_index_topk_prefill(index_query, index_pages, block_table, cu_seqlens_q
     q_lens = np.diff(np.asarray(cu.host_numpy(), dtype=np.int64))
     if q_lens.size and int(q_lens.max()) > mq:
         raise ValueError("max_query_len is %d, but a request has %d rows" % (mq, q_lens.max()))
-    ctx = context(be, device, batch.num_reqs, batch.max_seq_len, rows, heads)
+    ctx = context(be, device, batch)
     check(lib.m3idx_index_topk_prefill(ctx, ctypes.byref(batch), ctypes.byref(qd),
                                        ctypes.byref(kc), ib, lb, out.ptr, None, 0), ctx)
     _finish(ctx, device)
@@ -152,7 +152,7 @@ def work_map(seq_lens, max_blocks, query_len, num_heads, out=None, *, backend=No
     be = backend_for(backend, device)
     model_len = min(max_blocks * BLOCK_SIZE, D.INT32_MAX)
     batch = D.decode_batch(sl, heads, reqs * query_len, model_len, query_len)
-    ctx = context(be, device, reqs, model_len, reqs * query_len, heads)
+    ctx = context(be, device, batch)
     check(lib.m3idx_work_map_build(ctx, ctypes.byref(batch), wm.ptr, wm.shape[0]), ctx)
     _finish(ctx, device)
     return out

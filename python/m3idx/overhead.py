@@ -53,7 +53,7 @@ def main():
     s = D.lengths(sl)
     _, _, kc = D.kcache(pages, bt, reqs)
     batch = D.decode_batch(s, 1, reqs, seq, 1)
-    ctx = context("cpu", None, reqs, seq, reqs, 1)
+    ctx = context("cpu", None, batch)
     fn = lib.m3idx_index_topk_decode
     args = (ctx, ctypes.byref(batch), ctypes.byref(qd), ctypes.byref(kc), 0, 1, None, 0,
             topk.ctypes.data, None, 0)
