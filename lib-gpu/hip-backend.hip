@@ -172,7 +172,6 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
   }
   device_guard g(cfg->device);
   GUARD_OR_FAIL(g);
-  (void)hipGetLastError(); /* an earlier failure of the caller's is not ours */
   hip_state *s = (hip_state *)calloc(1, sizeof *s);
   if (s == NULL)
     return M3IDX_ERR_NO_MEMORY;
