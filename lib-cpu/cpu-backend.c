@@ -33,6 +33,7 @@ static void cpu_destroy(void *state) {
     return;
   free(s->query_f32);
   free(s->query_spread);
+  free(s->query_digits);
   free(s->scores);
   free(s->row_pos);
   free(s->map);
@@ -71,11 +72,12 @@ static m3idx_status cpu_create(const struct m3idx_backend_config *cfg,
   size_t rows_heads = (size_t)cfg->max_rows * (size_t)cfg->max_heads;
   s->query_f32 = scratch(s, rows_heads * M3IDX_HEAD_DIM * sizeof(float), 1);
   s->query_spread = scratch(s, rows_heads, 1);
+  s->query_digits = scratch(s, rows_heads * sizeof *s->query_digits, 1);
   s->scores = scratch(s, rows_heads * (size_t)s->max_width * sizeof(float), 1);
   s->row_pos = scratch(s, (size_t)cfg->max_rows * sizeof(int32_t), 0);
   s->map = scratch(s, (size_t)cap * 2 * sizeof(int32_t), 0);
   s->prefix = scratch(s, ((size_t)cfg->max_reqs + 1) * sizeof(int64_t), 0);
-  if (!s->query_f32 || !s->query_spread || !s->scores || !s->row_pos || !s->map || !s->prefix) {
+  if (!s->query_f32 || !s->query_spread || !s->query_digits || !s->scores || !s->row_pos || !s->map || !s->prefix) {
     snprintf(err->msg, sizeof err->msg,
              "no memory for scratch of %zu rows x %d blocks (max_rows x max_heads x max_model_len / 128)",
              rows_heads, (int)s->max_width);

@@ -22,6 +22,16 @@ static inline int m3idx__cpu_has_avx512f(void) {
 #endif
 }
 
+/* AVX-512 F, BW and VNNI, and BMI2: the vnni page kernel. */
+static inline int m3idx__cpu_has_avx512vnni(void) {
+#ifdef M3IDX_CPU_X86_64
+  return m3idx__cpu_has_avx512f() && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("bmi2");
+#else
+  return 0;
+#endif
+}
+
 /* AVX-512 F, BW, VBMI and BF16: the instructions of the avx512bf16 kernel. */
 static inline int m3idx__cpu_has_avx512bf16(void) {
 #ifdef M3IDX_CPU_X86_64

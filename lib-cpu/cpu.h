@@ -14,9 +14,30 @@
 /* Rows one page-kernel call scores (its running maxima live on the stack). */
 #define M3IDX_CPU_ROW_BATCH 64
 
+/* A row cut for the vnni kernel's filter (row-digits.c): its elements as
+ * integers Q of at most 15 bits, q * 2^(13 - Hq) truncated (Hq: the
+ * exponent of its largest element), negated for a negative scale, in two
+ * signed 8-bit digit planes (Q = 256 * hi + lo).  Entry 2i + h of lo and hi
+ * holds, in byte b, the digit of element 8i + 2b + h: the elements that
+ * dword i of a key's data holds in its low (h 0) or high (h 1) nibbles. */
+struct m3idx_cpu_digits {
+  int32_t lo[32], hi[32];
+  int32_t bias[4]; /* 12 * the sum of each group's Q (the codes' bias) */
+  int32_t kind;    /* M3IDX_CPU_ROW_* */
+};
+enum {
+  M3IDX_CPU_ROW_FILTER, /* the digits above are set */
+  M3IDX_CPU_ROW_ZERO,   /* every element is 0: every finite D is 0 */
+  M3IDX_CPU_ROW_EXACT   /* a NaN or infinite element: no filter */
+};
+
+/* Cuts row q (128 elements) for a call of the given scale. */
+void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *out);
+
 /* One query row of a page-kernel call. */
 struct m3idx_cpu_row {
   const float *q;  /* 128 decoded fp32 query elements */
+  const struct m3idx_cpu_digits *digits; /* the same row, cut */
   int32_t nkeys;   /* causal keys of this page for the row, 1..128 */
   int32_t spread;  /* the most key-scale spread for which fp64 sums of this
                       row are exact (m3idx__row_spread_allowed), -1: none */
@@ -39,6 +60,11 @@ float m3idx__cpu_best_score(const struct m3idx__block_best *b, float scale);
 void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *next,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);
+#if defined(__x86_64__) && defined(__GNUC__)
+void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next,
+                                 const struct m3idx_cpu_row *rows, int nrows,
+                                 float scale);
+#endif
 void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *next,
                                  const struct m3idx_cpu_row *rows, int nrows,
                                  float scale);
@@ -50,7 +76,7 @@ void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
 #endif
 
 /* The fastest kernel this processor runs, or the one M3IDX_CPU_ISA names
- * (scalar, fp64, avx512); *name says which.  NULL if M3IDX_CPU_ISA asks for one
+ * (scalar, fp64, avx512, vnni); *name says which.  NULL if M3IDX_CPU_ISA asks for one
  * this processor lacks. */
 m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
                                              struct m3idx_errbuf *err);
@@ -63,6 +89,7 @@ struct m3idx_cpu_state {
   int32_t max_width;            /* blocks of max_model_len */
   float *query_f32;             /* [max_rows * max_heads * 128] */
   int8_t *query_spread;         /* [max_rows * max_heads] m3idx__row_spread_allowed */
+  struct m3idx_cpu_digits *query_digits; /* [max_rows * max_heads] */
   float *scores;                /* [max_heads * max_rows * max_width] */
   int32_t *row_pos;             /* [max_rows] position of each row */
   int32_t *map;                 /* [map_capacity * 2] own decode schedule */

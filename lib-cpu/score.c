@@ -26,7 +26,8 @@ struct row_batch {
 
 static inline void add_row(struct row_batch *rb, const struct m3idx_cpu_state *s,
                            int64_t qrow, int32_t nkeys, float *out) {
-  rb->rows[rb->n++] = (struct m3idx_cpu_row){s->query_f32 + qrow * M3IDX_HEAD_DIM, nkeys,
+  rb->rows[rb->n++] = (struct m3idx_cpu_row){s->query_f32 + qrow * M3IDX_HEAD_DIM,
+                                             s->query_digits + qrow, nkeys,
                                              s->query_spread[qrow], out};
   if (rb->n == M3IDX_CPU_ROW_BATCH) {
     rb->kernel(rb->page, rb->next, rb->rows, rb->n, rb->scale);
@@ -52,7 +53,8 @@ static inline int32_t keys_seen(int32_t pos, int32_t b) {
 }
 
 /* Decode the query rows to fp32 (exactly: bf16 and e4m3 values are fp32
- * values) and note how far each row's keys may spread for fp64 sums. */
+ * values), note how far each row's keys may spread for fp64 sums, and cut
+ * each row for the vnni kernel's filter. */
 void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
                                const struct m3idx_call *c) {
   int64_t n = (int64_t)c->num_rows * c->num_heads;
@@ -66,6 +68,7 @@ void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
                    : m3idx__e4m3_value(((const uint8_t *)c->query)[i]);
     }
     s->query_spread[r] = (int8_t)m3idx__row_spread_allowed(out);
+    m3idx__cpu_cut_row(out, c->scale, s->query_digits + r);
   }
 }
 

@@ -1,6 +1,6 @@
 /*
  * check-determinism.c - the same bytes for any thread count (1, 2, 7) and
- * for every page kernel this processor runs (scalar, fp64, avx512), and a
+ * for every page kernel this processor runs (scalar, fp64, avx512, vnni), and a
  * floating-point environment with flush-to-zero left as the caller had it
  * without changing a bit.
  *
@@ -93,12 +93,12 @@ static struct test_case *tiny_query_decode(void) {
 /* tc's bytes from every kernel the processor runs equal the scalar
  * kernel's (a kernel the processor lacks is skipped). */
 static void kernels_match_scalar(struct test_case *tc) {
-  static const char *const kernels[] = {"fp64", "avx512"};
+  static const char *const kernels[] = {"fp64", "avx512", "vnni"};
   struct case_results scalar, simd;
   char why[512];
   setenv("M3IDX_CPU_ISA", "scalar", 1);
   run_cpu(tc, 2, &scalar);
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     setenv("M3IDX_CPU_ISA", kernels[k], 1);
     m3idx_options o;
     m3idx_context *ctx = NULL;

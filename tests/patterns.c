@@ -217,6 +217,42 @@ static void double_rounding(case_sink each, void *arg) {
   each(tc, arg);
 }
 
+/* Keys whose order a cheap approximation gets wrong.  The row is 1.0,
+ * 1.5 * 2^-14 and 2^-13 (the rest 0); key X holds codes 1.0, 0, 0.5 in
+ * elements 0..2 (D = 2 + 2^-13 halves), key Y holds 1.0, 6.0, 0
+ * (D = 2 + 9 * 2^-13): cut to 15-bit integers (as the CPU's vnni filter
+ * does), X looks larger, so a filter without its error margin scores the
+ * block as X.  Every page is X but slot 5 (Y).  v 0: scale 1 (Y wins); v 1: scale -1 (the smallest,
+ * X, wins); v 2: every other row all zero (every D is 0), and rows of
+ * tiny elements that the integer cut drops entirely. */
+static void filter_bound(int v, case_sink each, void *arg) {
+  static const int32_t lens[] = {130, 1000, 129, 4000};
+  struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN, 2, 2, M3IDX_DTYPE_BF16, 4,
+                                     lens);
+  uint16_t *q = tc->query_data;
+  const size_t nrows = (size_t)tc->batch.num_rows * tc->batch.num_heads;
+  for (size_t r = 0; r < nrows; r++) {
+    uint16_t *row = q + 128 * r;
+    memset(row, 0, 128 * sizeof *row);
+    if (v == 2 && r % 2 == 1)
+      continue; /* all zero */
+    row[0] = m3idx_float_to_bf16(v == 2 && r % 4 == 2 ? 0x1p-20f : 1.0f);
+    row[1] = m3idx_float_to_bf16(v == 2 && r % 4 == 2 ? 0x1.8p-34f : 0x1.8p-14f);
+    row[2] = m3idx_float_to_bf16(v == 2 && r % 4 == 2 ? 0x1p-33f : 0x1p-13f);
+  }
+  for (int p = 0; p < tc->kcache.num_pages; p++) {
+    uint8_t *pg = tc->pages + (size_t)p * M3IDX_PAGE_BYTES;
+    memset(pg, 0, M3IDX_PAGE_DATA_BYTES);
+    memset(pg + M3IDX_PAGE_DATA_BYTES, 127, 512);
+    for (int t = 0; t < 128; t++) {
+      pg[64 * t] = t == 5 ? 0x72 : 0x02; /* elements 0, 1 */
+      pg[64 * t + 1] = t == 5 ? 0x00 : 0x01; /* element 2 */
+    }
+  }
+  case_set_scale(tc, v == 1 ? -1.0f : 1.0f);
+  each(tc, arg);
+}
+
 /* Long rows: more than 1024 blocks. */
 static void long_rows(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {131072 + 77};
@@ -274,6 +310,7 @@ const struct pattern m3idx_patterns[] = {
     {"ties", 2, 0, ties},
     {"tiny_scale", 2, 0, tiny_scale},
     {"exact_rounding", 9, 0, exact_rounding},
+    {"filter_bound", 3, 0, filter_bound},
     {"one_token", 1, 0, one_token},
     {"long_rows", 1, 0, long_rows},
     {"random_batches", 8, 0, random_batches},

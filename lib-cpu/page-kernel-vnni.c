@@ -1,0 +1,255 @@
+/*
+ * page-kernel-vnni.c - the page kernel of AVX-512 VNNI processors: a
+ * filter with a proven error bound, then the exact score of the keys that
+ * pass it.  SPEC section 4 rounds once, and rounding is monotone, so a
+ * block's score is the rounding of its largest D (the smallest for a
+ * negative scale); only the keys that could hold that D need an exact sum.
+ *
+ * The filter: each row is cut to integers of 15 bits in two signed 8-bit
+ * digit planes (row-digits.c); a tile of 16 keys is transposed so that
+ * each lane is one key, its e2m1 codes decoded to unsigned bytes (the
+ * value in halves, plus 12); vpdpbusd then sums each group's integer
+ * products exactly, 64 an instruction, and the four group sums times
+ * their scales give A, within FILTER_ERROR units of the key's D.  The keys
+ * whose A is within FILTER_MARGIN of the row's largest are scored exactly
+ * (take_key); no other key can hold the block's largest D.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <config.h>
+
+#include "cpu.h"
+
+#ifdef M3IDX_CPU_HAVE_AVX512
+#include <immintrin.h>
+
+#include "spec-rules.h"
+
+#define TARGET __attribute__((target("avx512f,avx512bw,avx512vnni,bmi2")))
+#define INLINE inline __attribute__((always_inline))
+
+/* The bound: a row's Q differs from q * 2^(13 - Hq) by less than 1 an
+ * element, and |k| <= 12 * 2^(e_g - 129), so in units of
+ * U = 2^(Hq - 13) * 2^(emax - 129) (emax: the page's largest scale byte
+ * but 255) a key's D / U differs from sum_g S_g * 2^(e_g - emax) by at most
+ * 4 * 32 * 12 = 1536, S_g being the group's exact integer sum of Q times
+ * the halves.  |S_g| < 2^23, so its fp32 conversion is exact; the products
+ * with the scales are exact, or lose less than 2^-100 below fp32's
+ * normals; the three fp32 adds lose at most 3 * 2^-24 * 2^25 = 6.  So
+ * |A - D / U| <= 1543 < FILTER_ERROR. */
+#define FILTER_ERROR 1600.0f
+/* The key of the largest D has A >= max A - 2 * FILTER_ERROR; 64 more
+ * cover the fp32 rounding of that subtraction (|A| < 2^25). */
+#define FILTER_MARGIN (2.0f * FILTER_ERROR + 64.0f)
+
+/* e2m1 code -> value in halves + 12: 0, 1, 2, 3, 4, 6, 8, 12, then
+ * negated (unsigned bytes for vpdpbusd; the rows' bias undoes the 12). */
+#define CODE_BYTES 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
+
+/* x[j] (dword i = dword i of key j's data) -> y[i] (lane j = the same). */
+TARGET static INLINE void transpose16(const __m512i x[16], __m512i y[16]) {
+  __m512i z[16];
+#pragma GCC unroll 4
+  for (int a = 0; a < 4; a++) {
+    const __m512i l01 = _mm512_unpacklo_epi32(x[4 * a], x[4 * a + 1]);
+    const __m512i h01 = _mm512_unpackhi_epi32(x[4 * a], x[4 * a + 1]);
+    const __m512i l23 = _mm512_unpacklo_epi32(x[4 * a + 2], x[4 * a + 3]);
+    const __m512i h23 = _mm512_unpackhi_epi32(x[4 * a + 2], x[4 * a + 3]);
+    z[4 * a] = _mm512_unpacklo_epi64(l01, l23);
+    z[4 * a + 1] = _mm512_unpackhi_epi64(l01, l23);
+    z[4 * a + 2] = _mm512_unpacklo_epi64(h01, h23);
+    z[4 * a + 3] = _mm512_unpackhi_epi64(h01, h23);
+  }
+  /* z[4a + c], 128-bit part p: dword 4p + c of keys 4a .. 4a + 3. */
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; c++) {
+    const __m512i u0 = _mm512_shuffle_i32x4(z[c], z[4 + c], 0x44);
+    const __m512i u1 = _mm512_shuffle_i32x4(z[c], z[4 + c], 0xee);
+    const __m512i u2 = _mm512_shuffle_i32x4(z[8 + c], z[12 + c], 0x44);
+    const __m512i u3 = _mm512_shuffle_i32x4(z[8 + c], z[12 + c], 0xee);
+    y[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+    y[4 + c] = _mm512_shuffle_i32x4(u0, u2, 0xdd);
+    y[8 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+    y[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xdd);
+  }
+}
+
+/* Keys 16 tile .. 16 tile + 15 of page: v[2i + h] lane j holds the
+ * code bytes of the elements in dword i's low (h 0) or high (h 1)
+ * nibbles of key j; sc[g] lane j is 2^(e_g - emax) of key j in fp32 (0
+ * below fp32's normals); the result has bit j set for a key whose scale
+ * bytes hold no 255. */
+TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t emax,
+                                          __m512i v[32], __m512 sc[4]) {
+  __m512i x[16], y[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++)
+    x[j] = _mm512_loadu_si512(page + 64 * (16 * tile + j));
+  transpose16(x, y);
+  const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
+  const __m512i nib = _mm512_set1_epi8(15);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++) {
+    v[2 * i] = _mm512_shuffle_epi8(table, _mm512_and_si512(y[i], nib));
+    v[2 * i + 1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(y[i], 4), nib));
+  }
+  const __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 64 * tile);
+  const __m512i bias = _mm512_set1_epi32(127 - emax), byte = _mm512_set1_epi32(255);
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    __m512i e = _mm512_and_si512(_mm512_srli_epi32(s, 8 * g), byte);
+    e = _mm512_max_epi32(_mm512_add_epi32(e, bias), _mm512_setzero_si512());
+    sc[g] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_min_epi32(e, byte), 23));
+  }
+  uint64_t nan = _mm512_cmpeq_epi8_mask(s, _mm512_set1_epi8((char)0xff));
+  nan |= nan >> 1;
+  nan |= nan >> 2;
+  return ~(uint32_t)_pext_u64(nan, 0x1111111111111111ull) & 0xffffu;
+}
+
+/* A of the tile's 16 keys for one row: eight sums in flight (four
+ * groups, two planes), so that vpdpbusd's latency is hidden. */
+TARGET static INLINE __m512 filter_tile(const __m512i v[32], const __m512 sc[4],
+                                        const struct m3idx_cpu_digits *dg) {
+  __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++)
+    lo[g] = hi[g] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; m++)
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+      lo[g] = _mm512_dpbusd_epi32(lo[g], v[8 * g + m], _mm512_set1_epi32(dg->lo[8 * g + m]));
+      hi[g] = _mm512_dpbusd_epi32(hi[g], v[8 * g + m], _mm512_set1_epi32(dg->hi[8 * g + m]));
+    }
+  __m512 a = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi[g], 8), lo[g]),
+                                       _mm512_set1_epi32(dg->bias[g]));
+    a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc[g], a);
+  }
+  return a;
+}
+
+/* The page's largest scale byte but 255 (0 if every byte is 255). */
+TARGET static INLINE int32_t page_emax(const uint8_t *page) {
+  __m512i m = _mm512_setzero_si512();
+  const __m512i ff = _mm512_set1_epi8((char)0xff);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) {
+    const __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 64 * i);
+    m = _mm512_max_epu8(m, _mm512_maskz_mov_epi8(~_mm512_cmpeq_epi8_mask(s, ff), s));
+  }
+  m = _mm512_max_epu8(m, _mm512_srli_epi32(m, 16));
+  m = _mm512_max_epu8(m, _mm512_srli_epi32(m, 8));
+  return (int32_t)_mm512_reduce_max_epu32(_mm512_and_si512(m, _mm512_set1_epi32(255)));
+}
+
+/* D of key (data, sc) for a row whose span and the key's scale spread
+ * allow fp64 sums (lib/spec-rules.h: no partial sum can round, in any
+ * order): elements in natural order, 8 a vector, each code's value times
+ * its group's scale through a 16-entry table. */
+TARGET static INLINE double key_d_fp64(const float *q, const uint8_t *data, const uint8_t *sc) {
+  const __m512d lo = _mm512_set_pd(6.0, 4.0, 3.0, 2.0, 1.5, 1.0, 0.5, 0.0);
+  const __m512d hi = _mm512_sub_pd(_mm512_setzero_pd(), lo); /* codes 8..15 */
+  const __m512i shifts = _mm512_set_epi64(4, 0, 4, 0, 4, 0, 4, 0), nib = _mm512_set1_epi64(15);
+  __m512d acc[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    const __m512d s = _mm512_set1_pd(m3idx__e8m0_double(sc[g]));
+    const __m512d tl = _mm512_mul_pd(lo, s), th = _mm512_mul_pd(hi, s);
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) { /* elements 32g + 8m .. + 7: 4 bytes */
+      uint32_t w;
+      memcpy(&w, data + 16 * g + 4 * m, 4);
+      const __m128i b = _mm_unpacklo_epi8(_mm_cvtsi32_si128((int)w), _mm_cvtsi32_si128((int)w));
+      const __m512i idx = _mm512_and_si512(_mm512_srlv_epi64(_mm512_cvtepu8_epi64(b), shifts), nib);
+      const __m512d k = _mm512_permutex2var_pd(tl, idx, th);
+      acc[m & 1] = _mm512_fmadd_pd(k, _mm512_cvtps_pd(_mm256_loadu_ps(q + 32 * g + 8 * m)), acc[m & 1]);
+    }
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(acc[0], acc[1]));
+}
+
+/* Key t of page into the row's block best: skipped for a NaN scale byte
+ * (its logit is NaN, which the block maximum ignores); summed in fp64 where
+ * that is exact, exactly otherwise. */
+TARGET static void take_key(struct m3idx__block_best *b, const struct m3idx_cpu_row *row,
+                            const uint8_t *page, int t, float scale) {
+  const uint8_t *data = page + 64 * t, *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
+  const int32_t spread = m3idx__key_spread(sc);
+  if (spread == 255)
+    return;
+  if (spread <= row->spread)
+    m3idx__best_take_d(b, key_d_fp64(row->q, data, sc), scale);
+  else
+    m3idx__best_take_logit(b, m3idx__exact_logit(row->q, data, sc, scale));
+}
+
+/* The lanes of tile whose keys a row of nkeys causal keys sees. */
+static inline uint32_t causal_lanes(int32_t nkeys, int tile) {
+  const int32_t n = nkeys - 16 * tile;
+  return n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u;
+}
+
+TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next,
+                                        const struct m3idx_cpu_row *rows, int nrows,
+                                        float scale) {
+  _Alignas(64) float a[M3IDX_CPU_ROW_BATCH][M3IDX_HEAD_DIM];
+  __m512 amax[M3IDX_CPU_ROW_BATCH];
+  uint32_t seen[M3IDX_CPU_ROW_BATCH][8];
+  int kmax = 0;
+  for (int r = 0; r < nrows; r++) {
+    kmax = rows[r].nkeys > kmax ? rows[r].nkeys : kmax;
+    amax[r] = _mm512_set1_ps(-INFINITY);
+  }
+  const int32_t emax = page_emax(page);
+  const int tiles = (kmax + 15) / 16;
+  for (int tile = 0; tile < tiles; tile++) {
+    if (next != NULL) /* the next page's share, 17 lines a tile */
+#pragma GCC unroll 17
+      for (int l = 0; l < 17; l++)
+        _mm_prefetch((const char *)next + 64 * (17 * tile + l), _MM_HINT_T0);
+    __m512i v[32];
+    __m512 sc[4];
+    const uint32_t valid = decode_tile(page, tile, emax, v, sc);
+    for (int r = 0; r < nrows; r++) {
+      const uint32_t lanes = valid & causal_lanes(rows[r].nkeys, tile);
+      seen[r][tile] = lanes;
+      if (rows[r].digits->kind != M3IDX_CPU_ROW_FILTER || lanes == 0u)
+        continue;
+      const __m512 t = filter_tile(v, sc, rows[r].digits);
+      _mm512_store_ps(a[r] + 16 * tile, t);
+      amax[r] = _mm512_mask_max_ps(amax[r], (__mmask16)lanes, amax[r], t);
+    }
+  }
+  for (int r = 0; r < nrows; r++) {
+    struct m3idx__block_best best;
+    m3idx__best_start(&best);
+    const int kind = rows[r].digits->kind;
+    if (kind == M3IDX_CPU_ROW_EXACT) {
+      for (int t = 0; t < rows[r].nkeys; t++)
+        take_key(&best, &rows[r], page, t, scale);
+    } else if (kind == M3IDX_CPU_ROW_ZERO) { /* every D is 0: one valid key says it */
+      for (int tile = 0; tile < tiles; tile++)
+        if (seen[r][tile] != 0u) {
+          take_key(&best, &rows[r], page, 16 * tile + __builtin_ctz(seen[r][tile]),
+                              scale);
+          break;
+        }
+    } else {
+      const __m512 floor = _mm512_set1_ps(_mm512_reduce_max_ps(amax[r]) - FILTER_MARGIN);
+      for (int tile = 0; tile < tiles; tile++) {
+        uint32_t c = seen[r][tile] == 0u ? 0u
+                     : _mm512_mask_cmp_ps_mask((__mmask16)seen[r][tile],
+                                               _mm512_load_ps(a[r] + 16 * tile), floor,
+                                               _CMP_GE_OQ);
+        for (; c != 0u; c &= c - 1u)
+          take_key(&best, &rows[r], page, 16 * tile + __builtin_ctz(c), scale);
+      }
+    }
+    *rows[r].out = m3idx__cpu_best_score(&best, scale);
+  }
+}
+#endif
