@@ -1,14 +1,19 @@
 /*
  * score-fp64.hip - decode and prefill scoring on the vector units: SPEC
  * section 4's exact score, rounded once.  A warp scores one (row, head)
- * pair against one page: lane l owns keys l, l + 32, l + 64 and l + 96 and
- * sums each key's 128 products in fp64, which is exact when the row's span
- * and the key's scale spread allow it (lib/spec-rules.h); other keys take
- * the exact fixed-point path.  The warp keeps the best fp64 sum (the
- * largest for scale >= 0, else the smallest: RN is monotone) and the
- * best exactly rounded logit, and rounds the sum once a block.  A block's
- * four warps take pairs in turn.  A matrix-core path would sit beside this
- * file and be chosen by hip-backend.hip.
+ * pair against one page: lane l owns keys l, l + 32, l + 64 and l + 96.
+ *
+ * Rounding is monotone, so a block's score is the rounding of its largest
+ * D (the smallest for a negative scale), and only the keys that could hold
+ * it need an exact sum.  Each lane first sums its keys in fp32 (A, within
+ * the row's proven bound of D: key_filter); the keys whose A is within
+ * twice that bound of the warp's largest then sum their 128 products in
+ * fp64, which is exact when the row's span and the key's scale spread
+ * allow it (lib/spec-rules.h), or take the exact fixed-point path.  The
+ * warp keeps the best fp64 sum and the best exactly rounded logit, and
+ * rounds the sum once a block.  A block's four warps take pairs in turn.
+ * A matrix-core path would sit beside this file and be chosen by
+ * hip-backend.hip.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -19,28 +24,46 @@
 #define FP64_WARPS (FP64_THREADS / 32)
 #define PREFILL_PAIRS 64 /* (row, head) pairs a prefill block takes at a time */
 
-struct warp_query {
+struct alignas(16) warp_query { /* qf is read as float4 */
   double q[M3IDX_HEAD_DIM];
   float qf[M3IDX_HEAD_DIM];
-  int spread; /* m3idx__spread_allowed of the pair's row */
+  int spread;  /* m3idx__spread_allowed of the pair's row */
+  float bound; /* key_filter's error bound for this row; +inf: no filter */
 };
 
 struct fp64_smem {
-  double e2m1[16]; /* code -> value: 16 doubles fill the 32 banks once */
+  double e2m1[16];  /* code -> value: 16 doubles fill the 32 banks once */
+  float e2m1f[16];  /* the same in fp32 for the filter */
   warp_query wq[FP64_WARPS];
 };
 
 M3IDX_DEV void fill_table(fp64_smem &sm) {
-  if (threadIdx.x < 16)
+  if (threadIdx.x < 16) {
     sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+    sm.e2m1f[threadIdx.x] = m3idx__e2m1_value(threadIdx.x);
+  }
   __syncthreads();
 }
+
+/* The filter's bound.  key_filter sums each group's 32 products q * k in
+ * fp32 (k the e2m1 value, unscaled: every product is exact, subnormal
+ * sums are exact), then adds the four sums times 2^(e_g - emax).  In units
+ * of 2^(emax - 127), emax the page's largest scale byte but 255, D is the
+ * same sum done exactly, and the two differ by at most
+ * (gamma_32 + gamma_3) * 6 * sum |q| (each group's sum and the final adds,
+ * gamma_n = n 2^-24 / (1 - n 2^-24) < 2^-18.8), plus below 2^-140 for scale
+ * factors under fp32's normals (flushed to 0: each lost term is below
+ * 192 max|q| 2^-126).  FILTER_REL = 2^-17 covers that with the rounding of
+ * the fp32 sum |q| itself. */
+#define FILTER_REL 0x1p-17f
+#define FILTER_ABS 0x1p-140f
 
 /* The pair's 128 query elements into the warp's buffer, with the row's
  * spread allowance (every lane of the warp takes part). */
 M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
   const int lane = threadIdx.x & 31;
   int hi = -100000, lo = 100000, special = 0;
+  float abs_sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     const int d = 4 * lane + i;
@@ -49,6 +72,7 @@ M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
                                  : m3idx__e4m3_value(((const uint8_t *)c.query)[at]);
     wq.qf[d] = v;
     wq.q[d] = (double)v;
+    abs_sum += fabsf(v);
     const uint32_t u = f_bits(v) & 0x7fffffffu;
     special |= u >= 0x7f800000u;
     if (u != 0u && u < 0x7f800000u) {
@@ -62,9 +86,13 @@ M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
     hi = max(hi, M3IDX_SHFL_XOR(hi, m));
     lo = min(lo, M3IDX_SHFL_XOR(lo, m));
     special |= M3IDX_SHFL_XOR(special, m);
+    abs_sum += M3IDX_SHFL_XOR(abs_sum, m);
   }
-  if (lane == 0)
+  if (lane == 0) {
     wq.spread = m3idx__spread_allowed(hi, lo, special);
+    /* NaN or inf elements: no bound (every key is summed exactly). */
+    wq.bound = special ? INFINITY : FILTER_REL * 6.0f * abs_sum + FILTER_ABS;
+  }
   M3IDX_SYNCWARP();
 }
 
@@ -87,23 +115,84 @@ M3IDX_DEV double key_dot(const fp64_smem &sm, const warp_query &wq, const uint8_
   return d;
 }
 
+/* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
+M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) << 23) : 0.0f; }
+
+/* A of one key (see FILTER_REL): unscaled fp32 group sums, each times
+ * 2^(e_g - emax), in units of 2^(emax - 127). */
+M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
+                           uint32_t scales, int emax) {
+  float a = 0.0f;
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const uint4 raw = *(const uint4 *)(key + 16 * g);
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const float4 q = *(const float4 *)&wq.qf[32 * g + 8 * i + 4 * h];
+        const float qq[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+          acc = fmaf(qq[j], sm.e2m1f[(w[i] >> (16 * h + 4 * j)) & 15u], acc);
+      }
+    }
+    a = a + acc * pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
+  }
+  return a;
+}
+
 /* Block b of the page against the warp's pair, whose row sees its first
  * nkeys keys; the block score goes to (head, row). */
 M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_query &wq,
                           const uint8_t *page, int nkeys, int head, int row, int b) {
   const int lane = threadIdx.x & 31;
+  uint32_t scales[4];
+  int emax = 0, valid = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int t = lane + 32 * i;
+    scales[i] = *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t);
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      const int e = (int)((scales[i] >> (8 * g)) & 255u);
+      emax = e != 255 ? max(emax, e) : emax;
+    }
+    /* causal, and no NaN scale (whose logit is NaN, ignored) */
+    if (t < nkeys && m3idx__key_spread((const uint8_t *)&scales[i]) != 255)
+      valid |= 1 << i;
+  }
+  for (int m = 1; m < 32; m <<= 1)
+    emax = max(emax, M3IDX_SHFL_XOR(emax, m));
+  /* The filter looks for the largest of sign(scale) * D. */
+  const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
+  float a[4], top = -INFINITY;
+  const bool filter = wq.bound < INFINITY;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    a[i] = filter && ((valid >> i) & 1) ? sign * key_filter(sm, wq, page + 64 * (lane + 32 * i),
+                                                             scales[i], emax)
+                                        : -INFINITY;
+    top = fmaxf(top, a[i]);
+  }
+  for (int m = 1; m < 32; m <<= 1)
+    top = fmaxf(top, M3IDX_SHFL_XOR(top, m));
+  /* The key of the largest D has A >= top - 2 bound; |top| 2^-20 more
+     covers the rounding of the subtraction.  A NaN or infinite A (fp32
+     overflow) or top leaves every key to the exact sums. */
+  const float floor = top - (2.0f * wq.bound + fabsf(top) * 0x1p-20f);
+  const bool all = !filter || !(fabsf(top) < INFINITY) || !(floor > -INFINITY);
   m3idx__block_best best;
   m3idx__best_start(&best);
   for (int i = 0; i < 4; i++) {
     const int t = lane + 32 * i;
-    if (t >= nkeys)
-      break;
-    const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
-    const int spread = m3idx__key_spread(sc);
-    if (spread == 255) /* a NaN scale: the logit is NaN, ignored */
+    if (!((valid >> i) & 1) || !(all || a[i] >= floor || !(fabsf(a[i]) < INFINITY)))
       continue;
-    if (spread <= wq.spread)
-      m3idx__best_take_d(&best, key_dot(sm, wq, page + 64 * t, *(const uint32_t *)sc), c.scale);
+    const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
+    if (m3idx__key_spread(sc) <= wq.spread)
+      m3idx__best_take_d(&best, key_dot(sm, wq, page + 64 * t, scales[i]), c.scale);
     else
       m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, c.scale));
   }
@@ -125,22 +214,30 @@ __global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, co
   fill_table(sm);
   const int warp = threadIdx.x >> 5, H = c.num_heads, qlen = c.query_len;
   warp_query &wq = sm.wq[warp];
+  long long loaded = -1; /* the pair whose query is in wq */
   for (int e = blockIdx.x; e < capacity; e += gridDim.x) {
     int r, s, b0, count;
     if (map_entry(c, map, e, &r, &s, &b0, &count) <= 0)
       continue;
-    for (int b = b0; b < b0 + count; b++) {
+    /* The entry's (block, pair) items, the block's warps taking every
+       FP64_WARPS-th: all four warps work even for one pair a request,
+       and a warp whose pair repeats keeps its query. */
+    const int pairs = qlen * H;
+    for (int it = warp; it < count * pairs; it += FP64_WARPS) {
+      const int b = b0 + it / pairs, p = it % pairs;
       const uint8_t *page = page_of(c, r, b);
       if (page == nullptr)
         continue;
-      for (int p = warp; p < qlen * H; p += FP64_WARPS) {
-        const int j = p / H, head = p % H, row = r * qlen + j, pos = s - qlen + j;
-        if (b * 128 > pos)
-          continue;
-        load_query(c, wq, (long long)row * H + head);
-        score_pair(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+      const int j = p / H, head = p % H, row = r * qlen + j, pos = s - qlen + j;
+      if (b * 128 > pos)
+        continue;
+      const long long pair = (long long)row * H + head;
+      if (pair != loaded) {
         M3IDX_SYNCWARP();
+        load_query(c, wq, pair);
+        loaded = pair;
       }
+      score_pair(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
     }
   }
 }

@@ -133,15 +133,34 @@ struct m3idx__odd_form {
   int neg;
 };
 
+/* Leading zero bits of x != 0. */
+M3IDX_RULE int m3idx__clz32(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __clz((int)x);
+#else
+  return __builtin_clz(x);
+#endif
+}
+
+/* Trailing zero bits of x != 0. */
+M3IDX_RULE int m3idx__ctz32(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __ffs((int)x) - 1;
+#else
+  return __builtin_ctz(x);
+#endif
+}
+
 M3IDX_RULE struct m3idx__odd_form m3idx__odd_form_of(float x) {
   const uint32_t u = m3idx__float_to_bits(x);
   const uint32_t ex = (u >> 23) & 255u;
   struct m3idx__odd_form f = {u & 0x7fffffu, ex ? (int32_t)ex - 150 : -149, (int)(u >> 31)};
   if (ex)
     f.m |= 0x800000u;
-  while (f.m != 0u && (f.m & 1u) == 0u) {
-    f.m >>= 1;
-    f.e++;
+  if (f.m != 0u) {
+    const int tz = m3idx__ctz32(f.m);
+    f.m >>= tz;
+    f.e += tz;
   }
   return f;
 }
@@ -150,10 +169,7 @@ M3IDX_RULE struct m3idx__odd_form m3idx__odd_form_of(float x) {
  * bit's exponent. */
 M3IDX_RULE void m3idx__exponents(float q, int32_t *hi, int32_t *lo) {
   const struct m3idx__odd_form f = m3idx__odd_form_of(q);
-  int32_t h = f.e;
-  for (uint32_t m = f.m >> 1; m != 0u; m >>= 1)
-    h++;
-  *hi = h;
+  *hi = f.e + (31 - m3idx__clz32(f.m));
   *lo = f.e;
 }
 
@@ -270,15 +286,6 @@ M3IDX_RULE void m3idx__exact_dot(const float *q, const uint8_t *data, const uint
                        f.neg != (k < 0));
     }
   }
-}
-
-/* Leading zero bits of x != 0. */
-M3IDX_RULE int m3idx__clz32(uint32_t x) {
-#if defined(__CUDA_ARCH__)
-  return __clz((int)x);
-#else
-  return __builtin_clz(x);
-#endif
 }
 
 /* RN32(scale * D) for an exact sum, with the special cases of

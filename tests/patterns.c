@@ -224,7 +224,11 @@ static void double_rounding(case_sink each, void *arg) {
  * does), X looks larger, so a filter without its error margin scores the
  * block as X.  Every page is X but slot 5 (Y).  v 0: scale 1 (Y wins); v 1: scale -1 (the smallest,
  * X, wins); v 2: every other row all zero (every D is 0), and rows of
- * tiny elements that the integer cut drops entirely. */
+ * tiny elements that the integer cut drops entirely.  v 3: the same for an
+ * fp32 sum in element order (the GPU's filter): the row is 2^24, 1.25,
+ * 0.75, 0.75, -2^24; X holds 1.0 in elements 0, 1 and 4 (fp32 rounds
+ * 2^24 + 1.25 up to 2^24 + 2: A = 2, D = 1.25), Y in elements 0, 2, 3 and 4
+ * (each 0.75 is rounded away: A = 0, D = 1.5). */
 static void filter_bound(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {130, 1000, 129, 4000};
   struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN, 2, 2, M3IDX_DTYPE_BF16, 4,
@@ -236,6 +240,13 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(row, 0, 128 * sizeof *row);
     if (v == 2 && r % 2 == 1)
       continue; /* all zero */
+    if (v == 3) {
+      row[0] = m3idx_float_to_bf16(0x1p24f);
+      row[1] = m3idx_float_to_bf16(1.25f);
+      row[2] = row[3] = m3idx_float_to_bf16(0.75f);
+      row[4] = m3idx_float_to_bf16(-0x1p24f);
+      continue;
+    }
     row[0] = m3idx_float_to_bf16(v == 2 && r % 4 == 2 ? 0x1p-20f : 1.0f);
     row[1] = m3idx_float_to_bf16(v == 2 && r % 4 == 2 ? 0x1.8p-34f : 0x1.8p-14f);
     row[2] = m3idx_float_to_bf16(v == 2 && r % 4 == 2 ? 0x1p-33f : 0x1p-13f);
@@ -245,6 +256,12 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(pg, 0, M3IDX_PAGE_DATA_BYTES);
     memset(pg + M3IDX_PAGE_DATA_BYTES, 127, 512);
     for (int t = 0; t < 128; t++) {
+      if (v == 3) {
+        pg[64 * t] = t == 5 ? 0x02 : 0x22;     /* elements 0, 1 */
+        pg[64 * t + 1] = t == 5 ? 0x22 : 0x00; /* elements 2, 3 */
+        pg[64 * t + 2] = 0x02;                 /* element 4 */
+        continue;
+      }
       pg[64 * t] = t == 5 ? 0x72 : 0x02; /* elements 0, 1 */
       pg[64 * t + 1] = t == 5 ? 0x00 : 0x01; /* element 2 */
     }
@@ -310,7 +327,7 @@ const struct pattern m3idx_patterns[] = {
     {"ties", 2, 0, ties},
     {"tiny_scale", 2, 0, tiny_scale},
     {"exact_rounding", 9, 0, exact_rounding},
-    {"filter_bound", 3, 0, filter_bound},
+    {"filter_bound", 4, 0, filter_bound},
     {"one_token", 1, 0, one_token},
     {"long_rows", 1, 0, long_rows},
     {"random_batches", 8, 0, random_batches},
