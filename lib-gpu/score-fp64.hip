@@ -5,13 +5,14 @@
  *
  * Rounding is monotone, so a block's score is the rounding of its largest
  * D (the smallest for a negative scale), and only the keys that could hold
- * it need an exact sum.  Each lane first sums its keys in fp32 (A, within
- * the row's proven bound of D: key_filter); the keys whose A is within
+ * it need an exact sum.  Each lane first approximates its keys (A, within
+ * the row's proven bound of D: key_filter; integer sums on NVIDIA, fp32
+ * sums elsewhere); the keys whose A is within
  * twice that bound of the warp's largest then sum their 128 products in
  * fp64, which is exact when the row's span and the key's scale spread
  * allow it (lib/spec-rules.h), or take the exact fixed-point path.  The
  * warp keeps the best fp64 sum and the best exactly rounded logit, and
- * rounds the sum once a block.  A block's four warps take pairs in turn.
+ * rounds the sum once a block.  A block's four warps share its items.
  * A matrix-core path would sit beside this file and be chosen by
  * hip-backend.hip.
  *
@@ -29,6 +30,14 @@ struct alignas(16) warp_query { /* qf is read as float4 */
   float qf[M3IDX_HEAD_DIM];
   int spread;  /* m3idx__spread_allowed of the pair's row */
   float bound; /* key_filter's error bound for this row; +inf: no filter */
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  /* The row cut for the integer filter: Q = q * 2^(13 - Hq) truncated
+     (|Q| < 2^14), in two signed 8-bit digit planes, Q = 256 hi + lo; word
+     w of a plane holds elements 4w .. 4w + 3; bias: 12 * sum Q a group. */
+  alignas(16) int32_t lo[32];
+  alignas(16) int32_t hi[32];
+  int32_t bias[4];
+#endif
 };
 
 struct fp64_smem {
@@ -57,6 +66,70 @@ M3IDX_DEV void fill_table(fp64_smem &sm) {
  * the fp32 sum |q| itself. */
 #define FILTER_REL 0x1p-17f
 #define FILTER_ABS 0x1p-140f
+
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+/* On NVIDIA the filter sums integers instead (dp4a), as the CPU's vnni
+ * kernel does: each row cut to 15-bit integers Q in two 8-bit digit
+ * planes (cut_row), each e2m1 code as its value in halves plus 12, so in
+ * units of 2^(Hq - 13) * 2^(emax - 129) a group's sum S_g is exact, and
+ * A = sum_g S_g * 2^(e_g - emax) in fp32 is within 4 * 32 * 12 = 1536 (the
+ * truncation of Q) plus 6 (three fp32 adds of terms below 2^23) of D:
+ * FILTER_INT_ERROR bounds that. */
+#define FILTER_INT_ERROR 1600.0f
+#define FILTER_BOUND(abs_sum) FILTER_INT_ERROR
+
+/* Lane l cuts elements 4l .. 4l + 3 of the row in wq.qf (a row with NaN
+ * or inf elements is not filtered; its digits are not used). */
+M3IDX_DEV void cut_row(warp_query &wq) {
+  const int lane = threadIdx.x & 31;
+  uint32_t top = 0u;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    top = max(top, f_bits(wq.qf[4 * lane + i]) & 0x7fffffffu);
+  for (int m = 1; m < 32; m <<= 1)
+    top = max(top, (uint32_t)M3IDX_SHFL_XOR((int)top, m));
+  /* Hq = floor(log2) of the largest element (any finite, nonzero top) */
+  const int hq = top >= 0x00800000u ? (int)(top >> 23) - 127 : 31 - __clz((int)max(top, 1u)) - 149;
+  const double f = __longlong_as_double((long long)(1023 + 13 - hq) << 52);
+  uint32_t lo = 0u, hi = 0u;
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float q = wq.qf[4 * lane + i];
+    const int v = (f_bits(q) & 0x7fffffffu) >= 0x7f800000u
+                      ? 0 : (int)((double)q * f); /* exact product, truncated */
+    const int l = (int)(int8_t)(uint8_t)v;
+    lo |= ((uint32_t)l & 255u) << (8 * i);
+    hi |= ((uint32_t)((v - l) / 256) & 255u) << (8 * i);
+    sum += v;
+  }
+  wq.lo[lane] = (int32_t)lo;
+  wq.hi[lane] = (int32_t)hi;
+  for (int m = 1; m < 8; m <<= 1)
+    sum += M3IDX_SHFL_XOR(sum, m);
+  if ((lane & 7) == 0)
+    wq.bias[lane >> 3] = 12 * sum;
+}
+
+/* Bytes of the four codes in nibbles 0..3 of sel: value in halves + 12. */
+M3IDX_DEV uint32_t code_bytes(uint32_t sel) {
+  uint32_t pos, neg;
+  /* prmt: a selector nibble of 8 or more replicates the sign of the
+     byte it names, 0 for these tables, so each table answers only its
+     half of the codes. */
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(0x0f0e0d0cu), "r"(0x18141210u), "r"(sel));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(0x090a0b0cu), "r"(0x00040608u), "r"(sel ^ 0x8888u));
+  return pos | neg;
+}
+
+M3IDX_DEV int dot4_u8s8(uint32_t a, int32_t b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+#else
+#define FILTER_BOUND(abs_sum) (FILTER_REL * 6.0f * (abs_sum) + FILTER_ABS)
+#endif
 
 /* The pair's 128 query elements into the warp's buffer, with the row's
  * spread allowance (every lane of the warp takes part). */
@@ -88,10 +161,13 @@ M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
     special |= M3IDX_SHFL_XOR(special, m);
     abs_sum += M3IDX_SHFL_XOR(abs_sum, m);
   }
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  cut_row(wq);
+#endif
   if (lane == 0) {
     wq.spread = m3idx__spread_allowed(hi, lo, special);
     /* NaN or inf elements: no bound (every key is summed exactly). */
-    wq.bound = special ? INFINITY : FILTER_REL * 6.0f * abs_sum + FILTER_ABS;
+    wq.bound = special ? INFINITY : FILTER_BOUND(abs_sum);
   }
   M3IDX_SYNCWARP();
 }
@@ -118,6 +194,36 @@ M3IDX_DEV double key_dot(const fp64_smem &sm, const warp_query &wq, const uint8_
 /* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
 M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) << 23) : 0.0f; }
 
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+/* A of one key (see FILTER_INT_ERROR): exact integer group sums, each
+ * times 2^(e_g - emax) in fp32. */
+M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
+                           uint32_t scales, int emax) {
+  (void)sm;
+  float a = 0.0f;
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const uint4 raw = *(const uint4 *)(key + 16 * g);
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    const int4 l0 = *(const int4 *)&wq.lo[8 * g], l1 = *(const int4 *)&wq.lo[8 * g + 4];
+    const int4 h0 = *(const int4 *)&wq.hi[8 * g], h1 = *(const int4 *)&wq.hi[8 * g + 4];
+    const int32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+    const int32_t hi[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    int sl = 0, sh = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) { /* word i: elements 8i .. 8i + 7 of the group */
+      const uint32_t k0 = code_bytes(w[i]), k1 = code_bytes(w[i] >> 16);
+      sl = dot4_u8s8(k0, lo[2 * i], sl);
+      sh = dot4_u8s8(k0, hi[2 * i], sh);
+      sl = dot4_u8s8(k1, lo[2 * i + 1], sl);
+      sh = dot4_u8s8(k1, hi[2 * i + 1], sh);
+    }
+    const int sg = sh * 256 + sl - wq.bias[g];
+    a = a + (float)sg * pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
+  }
+  return a;
+}
+#else
 /* A of one key (see FILTER_REL): unscaled fp32 group sums, each times
  * 2^(e_g - emax), in units of 2^(emax - 127). */
 M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
@@ -143,6 +249,7 @@ M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint
   }
   return a;
 }
+#endif
 
 /* Block b of the page against the warp's pair, whose row sees its first
  * nkeys keys; the block score goes to (head, row). */
