@@ -172,22 +172,21 @@ M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
   M3IDX_SYNCWARP();
 }
 
-/* One key's D in fp64: each group's 32 products, then its scale. */
-M3IDX_DEV double key_dot(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
-                         uint32_t scales) {
-  double d = 0.0;
+/* One key's D in fp64, summed by the whole warp: lane l's four elements
+ * 4l .. 4l + 3 (group l / 8) times their scale, then a butterfly.  Every
+ * partial sum is a sum of some of the key's products, so when the full
+ * sum is exact in fp64 (the row's span, the key's spread) so is each. */
+M3IDX_DEV double warp_key_dot(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
+                              uint32_t scales) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t b = *(const uint16_t *)(key + 2 * lane);
+  double acc = 0.0;
 #pragma unroll
-  for (int g = 0; g < 4; g++) {
-    const uint4 raw = *(const uint4 *)(key + 16 * g);
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-    double acc = 0.0;
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-        acc = fma(wq.q[32 * g + 8 * i + j], sm.e2m1[(w[i] >> (4 * j)) & 15u], acc);
-    d += acc * m3idx__e8m0_double((scales >> (8 * g)) & 255u);
-  }
+  for (int j = 0; j < 4; j++)
+    acc = fma(wq.q[4 * lane + j], sm.e2m1[(b >> (4 * j)) & 15u], acc);
+  double d = acc * m3idx__e8m0_double((scales >> (8 * (lane >> 3))) & 255u);
+  for (int m = 1; m < 32; m <<= 1)
+    d += M3IDX_SHFL_XOR(d, m);
   return d;
 }
 
@@ -293,15 +292,31 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
   const bool all = !filter || !(fabsf(top) < INFINITY) || !(floor > -INFINITY);
   m3idx__block_best best;
   m3idx__best_start(&best);
+  int pending = 0; /* this lane's keys for the warp's fp64 sums */
   for (int i = 0; i < 4; i++) {
     const int t = lane + 32 * i;
     if (!((valid >> i) & 1) || !(all || a[i] >= floor || !(fabsf(a[i]) < INFINITY)))
       continue;
     const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
     if (m3idx__key_spread(sc) <= wq.spread)
-      m3idx__best_take_d(&best, key_dot(sm, wq, page + 64 * t, scales[i]), c.scale);
+      pending |= 1 << i;
     else
       m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, c.scale));
+  }
+  /* The pending keys one at a time, lowest first, each summed by the
+     whole warp (usually one a page; a lane alone took 128 dependent
+     fp64 multiply-adds). */
+  for (;;) {
+    int t = pending ? 32 * (__ffs(pending) - 1) + lane : 1 << 30;
+    for (int m = 1; m < 32; m <<= 1)
+      t = min(t, M3IDX_SHFL_XOR(t, m));
+    if (t >= 128)
+      break;
+    if ((t & 31) == lane)
+      pending &= pending - 1;
+    const double d = warp_key_dot(sm, wq, page + 64 * t,
+                                  *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t));
+    m3idx__best_take_d(&best, d, c.scale);
   }
   for (int m = 1; m < 32; m <<= 1) {
     m3idx__block_best o;
