@@ -24,6 +24,7 @@
 #define FP64_THREADS 128
 #define FP64_WARPS (FP64_THREADS / 32)
 #define PREFILL_PAIRS 64 /* (row, head) pairs a prefill block takes at a time */
+#define PREFILL_BLOCKS 4 /* key blocks (pages) a prefill block scores them against */
 
 struct alignas(16) warp_query { /* qf is read as float4 */
   double q[M3IDX_HEAD_DIM];
@@ -364,10 +365,14 @@ __global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, co
   }
 }
 
+/* Block (x, y) scores key blocks PREFILL_BLOCKS x .. + PREFILL_BLOCKS - 1
+ * against the pairs of tiles y, y + gridDim.y, ...: a warp loads a pair's
+ * query once for all of its blocks. */
 __global__ void __launch_bounds__(FP64_THREADS) score_prefill_fp64(gpu_call c, int ntiles) {
   __shared__ fp64_smem sm;
   fill_table(sm);
-  const int warp = threadIdx.x >> 5, b = blockIdx.x;
+  const int warp = threadIdx.x >> 5, b0 = blockIdx.x * PREFILL_BLOCKS;
+  const int b1 = min(b0 + PREFILL_BLOCKS, c.width);
   const long long npairs = (long long)c.num_rows * c.num_heads;
   warp_query &wq = sm.wq[warp];
   for (int tile = blockIdx.y; tile < ntiles; tile += gridDim.y)
@@ -378,13 +383,14 @@ __global__ void __launch_bounds__(FP64_THREADS) score_prefill_fp64(gpu_call c, i
       const int row = (int)(pair / c.num_heads), head = (int)(pair % c.num_heads);
       int r;
       const int pos = row_position(c, row, &r);
-      if (pos < b * 128) /* -1 too: bad lengths, recorded by row_position */
-        continue;
-      const uint8_t *page = page_of(c, r, b);
-      if (page == nullptr)
+      if (pos < b0 * 128) /* -1 too: bad lengths, recorded by row_position */
         continue;
       load_query(c, wq, pair);
-      score_pair(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+      for (int b = b0; b < b1 && b * 128 <= pos; b++) {
+        const uint8_t *page = page_of(c, r, b);
+        if (page != nullptr)
+          score_pair(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+      }
       M3IDX_SYNCWARP();
     }
 }
@@ -414,7 +420,8 @@ hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s) {
   if (c->num_rows == 0)
     return hipSuccess;
   const long long ntiles = ((long long)c->num_rows * c->num_heads + PREFILL_PAIRS - 1) / PREFILL_PAIRS;
-  const dim3 grid((unsigned)c->width, (unsigned)(ntiles < 65535 ? ntiles : 65535));
+  const dim3 grid((unsigned)((c->width + PREFILL_BLOCKS - 1) / PREFILL_BLOCKS),
+                  (unsigned)(ntiles < 65535 ? ntiles : 65535));
   hipLaunchKernelGGL(score_prefill_fp64, grid, dim3(FP64_THREADS), 0, s, *c, (int)ntiles);
   return hipGetLastError();
 }
