@@ -15,6 +15,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "patterns.h"
 #include "results.h"
 #include "suite-main.h"
 
@@ -131,6 +132,29 @@ END_TEST
 START_TEST(kernels_agree_tiny_queries) { kernels_match_scalar(tiny_query_decode()); }
 END_TEST
 
+static void to_kernels(struct test_case *tc, void *arg) {
+  (void)arg;
+  kernels_match_scalar(tc);
+}
+
+/* The patterns built to defeat the fast kernels (rows past the fp64
+ * bound, keys a filter ranks wrongly, special values, tiny logits)
+ * through every kernel, not only the one check-reference gets. */
+START_TEST(kernels_agree_edge_patterns) {
+  static const char *const names[] = {"filter_bound", "exact_rounding", "special_values",
+                                      "tiny_scale"};
+  int seen = 0;
+  for (int p = 0; p < m3idx_npatterns; p++)
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
+      if (strcmp(m3idx_patterns[p].name, names[n]) == 0) {
+        seen++;
+        for (int v = 0; v < m3idx_patterns[p].variants; v++)
+          m3idx_patterns[p].make(v, to_kernels, NULL);
+      }
+  ck_assert_int_eq(seen, 4);
+}
+END_TEST
+
 /* A caller running with FTZ/DAZ and round-toward-zero gets the same bytes,
  * and gets its own environment back. */
 START_TEST(caller_fp_environment) {
@@ -163,6 +187,7 @@ int main(void) {
   tcase_add_test(t, thread_counts_prefill);
   tcase_add_test(t, kernels_agree);
   tcase_add_test(t, kernels_agree_tiny_queries);
+  tcase_add_test(t, kernels_agree_edge_patterns);
   tcase_add_test(t, caller_fp_environment);
   suite_add_tcase(s, t);
   return run_suite(s);
