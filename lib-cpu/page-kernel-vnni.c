@@ -10,9 +10,10 @@
  * each lane is one key, its e2m1 codes decoded to unsigned bytes (the
  * value in halves, plus 12); vpdpbusd then sums each group's integer
  * products exactly, 64 an instruction, and the four group sums times
- * their scales give A, within FILTER_ERROR units of the key's D.  The keys
- * whose A is within FILTER_MARGIN of the row's largest are scored exactly
- * (take_key); no other key can hold the block's largest D.
+ * their scales give A, within M3IDX_CUT_ERROR units of the key's D
+ * (lib/filter-cut.h).  The keys whose A is within M3IDX_CUT_MARGIN of the
+ * row's largest are scored exactly (take_key); no other key can hold the
+ * block's largest D.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -23,27 +24,14 @@
 #ifdef M3IDX_CPU_HAVE_AVX512
 #include <immintrin.h>
 
+#include "filter-cut.h"
 #include "spec-rules.h"
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vnni,bmi2")))
 #define INLINE inline __attribute__((always_inline))
 
-/* The bound: a row's Q differs from q * 2^(13 - Hq) by less than 1 an
- * element, and |k| <= 12 * 2^(e_g - 129), so in units of
- * U = 2^(Hq - 13) * 2^(emax - 129) (emax: the page's largest scale byte
- * but 255) a key's D / U differs from sum_g S_g * 2^(e_g - emax) by at most
- * 4 * 32 * 12 = 1536, S_g being the group's exact integer sum of Q times
- * the halves.  |S_g| < 2^23, so its fp32 conversion is exact; the products
- * with the scales are exact, or lose less than 2^-100 below fp32's
- * normals; the three fp32 adds lose at most 3 * 2^-24 * 2^25 = 6.  So
- * |A - D / U| <= 1543 < FILTER_ERROR. */
-#define FILTER_ERROR 1600.0f
-/* The key of the largest D has A >= max A - 2 * FILTER_ERROR; 64 more
- * cover the fp32 rounding of that subtraction (|A| < 2^25). */
-#define FILTER_MARGIN (2.0f * FILTER_ERROR + 64.0f)
-
-/* e2m1 code -> value in halves + 12: 0, 1, 2, 3, 4, 6, 8, 12, then
- * negated (unsigned bytes for vpdpbusd; the rows' bias undoes the 12). */
+/* e2m1 code -> value in halves + M3IDX_CUT_CODE_BIAS: 0, 1, 2, 3, 4, 6, 8,
+ * 12, then negated (unsigned bytes for vpdpbusd; the rows' bias undoes it). */
 #define CODE_BYTES 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
 
 /* x[j] (dword i = dword i of key j's data) -> y[i] (lane j = the same). */
@@ -239,7 +227,7 @@ TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next
           break;
         }
     } else {
-      const __m512 floor = _mm512_set1_ps(_mm512_reduce_max_ps(amax[r]) - FILTER_MARGIN);
+      const __m512 floor = _mm512_set1_ps(_mm512_reduce_max_ps(amax[r]) - M3IDX_CUT_MARGIN);
       for (int tile = 0; tile < tiles; tile++) {
         uint32_t c = seen[r][tile] == 0u ? 0u
                      : _mm512_mask_cmp_ps_mask((__mmask16)seen[r][tile],

@@ -1,15 +1,14 @@
 /*
  * row-digits.c - a query row cut into integer digit planes for the vnni
- * kernel's filter (the layout is described at struct m3idx_cpu_digits).
- * Scalar: it runs once a row and call, not once a page.
+ * kernel's filter (lib/filter-cut.h; the layout is described at struct
+ * m3idx_cpu_digits).  Scalar: it runs once a row and call, not once a page.
  *
  * SPDX-License-Identifier: MIT
  */
 #include <config.h>
 
-#include <math.h>
-
 #include "cpu.h"
+#include "filter-cut.h"
 #include "spec-rules.h"
 
 void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *out) {
@@ -23,28 +22,23 @@ void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *ou
                                  : M3IDX_CPU_ROW_FILTER;
   if (out->kind != M3IDX_CPU_ROW_FILTER)
     return;
-  /* Hq: floor(log2 |q|) of the largest element, subnormals included, so
-     that |q * 2^(13 - Hq)| < 2^14. */
-  const int32_t hq = top >= 0x00800000u ? (int32_t)(top >> 23) - 127
-                                        : 31 - m3idx__clz32(top) - 149;
-  const double f = ldexp(scale < 0.0f ? -1.0 : 1.0, 13 - hq);
+  const int32_t hq = m3idx__cut_exponent(top);
   int32_t qi[M3IDX_HEAD_DIM];
   for (int d = 0; d < M3IDX_HEAD_DIM; d++)
-    qi[d] = (int32_t)((double)q[d] * f); /* the product is exact; truncated */
+    qi[d] = m3idx__cut_q(q[d], hq, scale < 0.0f);
   for (int g = 0; g < 4; g++) {
     int32_t sum = 0;
     for (int j = 0; j < 32; j++)
       sum += qi[32 * g + j];
-    out->bias[g] = 12 * sum;
+    out->bias[g] = M3IDX_CUT_CODE_BIAS * sum;
   }
   for (int i = 0; i < 16; i++)
     for (int h = 0; h < 2; h++) {
       uint32_t lo = 0u, hi = 0u;
       for (int b = 0; b < 4; b++) {
-        const int32_t v = qi[8 * i + 2 * b + h];          /* |v| < 2^14 */
-        const int32_t l = (int32_t)(int8_t)(uint8_t)v;    /* -128 .. 127 */
-        lo |= ((uint32_t)l & 255u) << (8 * b);
-        hi |= ((uint32_t)((v - l) / 256) & 255u) << (8 * b); /* -64 .. 64 */
+        const int32_t v = qi[8 * i + 2 * b + h];
+        lo |= m3idx__cut_lo(v) << (8 * b);
+        hi |= m3idx__cut_hi(v) << (8 * b);
       }
       out->lo[2 * i + h] = (int32_t)lo;
       out->hi[2 * i + h] = (int32_t)hi;

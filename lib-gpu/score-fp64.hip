@@ -19,6 +19,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include "device-math.h"
+#include "filter-cut.h"
 #include "spec-rules.h"
 
 #define FP64_THREADS 128
@@ -70,14 +71,8 @@ M3IDX_DEV void fill_table(fp64_smem &sm) {
 
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 /* On NVIDIA the filter sums integers instead (dp4a), as the CPU's vnni
- * kernel does: each row cut to 15-bit integers Q in two 8-bit digit
- * planes (cut_row), each e2m1 code as its value in halves plus 12, so in
- * units of 2^(Hq - 13) * 2^(emax - 129) a group's sum S_g is exact, and
- * A = sum_g S_g * 2^(e_g - emax) in fp32 is within 4 * 32 * 12 = 1536 (the
- * truncation of Q) plus 6 (three fp32 adds of terms below 2^23) of D:
- * FILTER_INT_ERROR bounds that. */
-#define FILTER_INT_ERROR 1600.0f
-#define FILTER_BOUND(abs_sum) FILTER_INT_ERROR
+ * kernel does, with its row cut and bound (lib/filter-cut.h). */
+#define FILTER_BOUND(abs_sum) M3IDX_CUT_ERROR
 
 /* Lane l cuts elements 4l .. 4l + 3 of the row in wq.qf (a row with NaN
  * or inf elements is not filtered; its digits are not used). */
@@ -89,19 +84,15 @@ M3IDX_DEV void cut_row(warp_query &wq) {
     top = max(top, f_bits(wq.qf[4 * lane + i]) & 0x7fffffffu);
   for (int m = 1; m < 32; m <<= 1)
     top = max(top, (uint32_t)M3IDX_SHFL_XOR((int)top, m));
-  /* Hq = floor(log2) of the largest element (any finite, nonzero top) */
-  const int hq = top >= 0x00800000u ? (int)(top >> 23) - 127 : 31 - __clz((int)max(top, 1u)) - 149;
-  const double f = __longlong_as_double((long long)(1023 + 13 - hq) << 52);
+  const int32_t hq = m3idx__cut_exponent(top);
   uint32_t lo = 0u, hi = 0u;
   int sum = 0;
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     const float q = wq.qf[4 * lane + i];
-    const int v = (f_bits(q) & 0x7fffffffu) >= 0x7f800000u
-                      ? 0 : (int)((double)q * f); /* exact product, truncated */
-    const int l = (int)(int8_t)(uint8_t)v;
-    lo |= ((uint32_t)l & 255u) << (8 * i);
-    hi |= ((uint32_t)((v - l) / 256) & 255u) << (8 * i);
+    const int32_t v = (f_bits(q) & 0x7fffffffu) >= 0x7f800000u ? 0 : m3idx__cut_q(q, hq, 0);
+    lo |= m3idx__cut_lo(v) << (8 * i);
+    hi |= m3idx__cut_hi(v) << (8 * i);
     sum += v;
   }
   wq.lo[lane] = (int32_t)lo;
@@ -109,7 +100,7 @@ M3IDX_DEV void cut_row(warp_query &wq) {
   for (int m = 1; m < 8; m <<= 1)
     sum += M3IDX_SHFL_XOR(sum, m);
   if ((lane & 7) == 0)
-    wq.bias[lane >> 3] = 12 * sum;
+    wq.bias[lane >> 3] = M3IDX_CUT_CODE_BIAS * sum;
 }
 
 /* Bytes of the four codes in nibbles 0..3 of sel: value in halves + 12. */
@@ -195,8 +186,8 @@ M3IDX_DEV double warp_key_dot(const fp64_smem &sm, const warp_query &wq, const u
 M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) << 23) : 0.0f; }
 
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-/* A of one key (see FILTER_INT_ERROR): exact integer group sums, each
- * times 2^(e_g - emax) in fp32. */
+/* A of one key (lib/filter-cut.h): exact integer group sums, each times
+ * 2^(e_g - emax) in fp32. */
 M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
                            uint32_t scales, int emax) {
   (void)sm;

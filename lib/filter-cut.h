@@ -1,0 +1,53 @@
+/*
+ * filter-cut.h - the integer filter's row cut and its error bound, written
+ * once for the CPU's vnni kernel (lib-cpu/row-digits.c) and the NVIDIA
+ * scoring kernel (lib-gpu/score-fp64.hip).
+ *
+ * A row is cut to integers Q = q * 2^(13 - Hq), truncated toward zero (Hq:
+ * floor(log2) of its largest |element|, so |Q| < 2^14), held in two signed
+ * 8-bit digit planes, Q = 256 hi + lo.  A key's codes enter as their value
+ * in halves plus M3IDX_CUT_CODE_BIAS (unsigned bytes for u8 x s8 dot
+ * products); each group's bias * sum Q is taken off again.
+ *
+ * The bound: each Q differs from q * 2^(13 - Hq) by less than 1, and
+ * |k| <= 12 * 2^(e_g - 129), so in units of U = 2^(Hq - 13) * 2^(emax - 129)
+ * (emax: the page's largest scale byte but 255) a key's D / U differs from
+ * sum_g S_g * 2^(e_g - emax) by at most 4 * 32 * 12 = 1536, S_g being the
+ * group's exact integer sum of Q times the halves.  |S_g| < 2^23, so its
+ * fp32 conversion is exact; the products with the scales are exact, or
+ * lose less than 2^-100 below fp32's normals; the three fp32 adds lose at
+ * most 3 * 2^-24 * 2^25 = 6.  So |A - D / U| <= 1543 < M3IDX_CUT_ERROR.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_FILTER_CUT_H
+#define M3IDX_FILTER_CUT_H
+
+#include "spec-rules.h"
+
+#define M3IDX_CUT_ERROR 1600.0f
+/* The key of the largest D has A >= max A - 2 * M3IDX_CUT_ERROR; 64 more
+ * cover the fp32 rounding of that subtraction (|A| < 2^25). */
+#define M3IDX_CUT_MARGIN (2.0f * M3IDX_CUT_ERROR + 64.0f)
+#define M3IDX_CUT_CODE_BIAS 12
+
+/* Hq of a row whose largest |element| has the bits top (finite, nonzero;
+ * subnormals included). */
+M3IDX_RULE int32_t m3idx__cut_exponent(uint32_t top) {
+  return top >= 0x00800000u ? (int32_t)(top >> 23) - 127 : 31 - m3idx__clz32(top | 1u) - 149;
+}
+
+/* Q of element q (finite) of a row of exponent hq, negated if asked: the
+ * product with 2^(13 - hq) is exact in fp64, then truncated. */
+M3IDX_RULE int32_t m3idx__cut_q(float q, int32_t hq, int negate) {
+  const double f = m3idx__bits_to_double((uint64_t)(1023 + 13 - hq) << 52);
+  return (int32_t)((double)q * (negate ? -f : f));
+}
+
+/* The low digit of Q (-128 .. 127) and the high one (-64 .. 64), as bytes. */
+M3IDX_RULE uint32_t m3idx__cut_lo(int32_t v) { return (uint32_t)v & 255u; }
+M3IDX_RULE uint32_t m3idx__cut_hi(int32_t v) {
+  return (uint32_t)((v - (int32_t)(int8_t)(uint8_t)v) / 256) & 255u;
+}
+
+#endif /* M3IDX_FILTER_CUT_H */
