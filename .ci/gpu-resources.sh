@@ -56,7 +56,19 @@ for obj in "$build"/lib-gpu/.libs/*.o; do
       modes=$(awk -v k="$name" '$0 ~ "^.amdhsa_kernel "k"$" {on=1} on && /amdhsa_float_denorm_mode_32/ {d=$2} on && /amdhsa_ieee_mode/ {i=$2} on && /end_amdhsa_kernel/ {print d, i; exit}' "$tmp/kd")
       denorm=${modes% *}
       ieee=${modes#* }
-      short=$(echo "$name" | sed 's/^_Z[0-9]*//; s/[0-9].*$//' | cut -c1-34)
+      # The kernel's name from its mangled one (_Z<length><name>...), and
+      # a template's integer argument: score_decode_fp64<1> is its path 1.
+      rest=${name#_Z}
+      len=${rest%%[!0-9]*}
+      base=$name
+      if [ -n "$len" ] && [ "$rest" != "$name" ]; then
+        rest=${rest#"$len"}
+        base=${rest:0:$len}
+        rest=${rest:$len}
+      fi
+      short=$base
+      case $rest in ILi*) arg=${rest#ILi}; short="$base<${arg%%E*}>" ;; esac
+      short=$(echo "$short" | cut -c1-34)
       printf '%-8s %-34s %5s %5s %5s %6s %6s %8s %6s %5s %7s %4s\n' "$a" "$short" "$vgpr" "$agpr" "$sgpr" "$vspill" "$sspill" "$scratch" "$lds" "$waves" "$denorm" "$ieee"
       if [ "$denorm" != 3 ] || [ "$ieee" != 1 ]; then
         echo "FAIL: $a $short: fp32 denormals flushed or IEEE mode off (denorm_mode_32 $denorm, ieee_mode $ieee)"
@@ -66,10 +78,10 @@ for obj in "$build"/lib-gpu/.libs/*.o; do
         echo "FAIL: $a $short spills $vspill VGPRs"
         fail=1
       fi
-      case $hot in *" $short "*)
+      case $hot in *" $base "*)
         if [ "$scratch" != 0 ]; then
           case " ${ALLOW_SCRATCH:-} " in
-          *" $short "*) echo "note: $a $short uses $scratch bytes of scratch a lane (allowed: ${ALLOW_SCRATCH_WHY:-no reason given})" ;;
+          *" $base "*) echo "note: $a $short uses $scratch bytes of scratch a lane (allowed: ${ALLOW_SCRATCH_WHY:-no reason given})" ;;
           *) echo "FAIL: $a hot kernel $short uses $scratch bytes of scratch a lane"; fail=1 ;;
           esac
         fi ;;

@@ -252,11 +252,21 @@ static int dt_inject_device_failure(int on) {
   return 0;
 }
 
+static int dt_inject_broken_fast_path(int on) {
+  m3idx_gpu_break_fast_path(on);
+  return 0;
+}
+
+static int dt_scoring_path(int device, char *why, size_t n) {
+  return m3idx_gpu_path_verdict(device, why, n);
+}
+
 static const struct m3idx_devtools tools = {
     M3IDX_DEVTOOLS_ABI, dt_alloc, dt_release, dt_to_device, dt_to_host, dt_fill,
     dt_stream_create, dt_stream_destroy, dt_stream_sync, dt_to_device_async,
     dt_capture_begin, dt_capture_end, dt_graph_launch, dt_graph_destroy, dt_time,
     dt_copy_bandwidth, dt_fma_peak, dt_device_name, dt_inject_device_failure,
+    dt_inject_broken_fast_path, dt_scoring_path,
 };
 
 EXPORT const struct m3idx_devtools *m3idx_plugin_devtools(void) { return &tools; }

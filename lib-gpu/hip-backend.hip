@@ -33,6 +33,7 @@ struct hip_state {
   int32_t *d_map;       /* decode calls without a work map */
   int32_t map_capacity;
   int one_grid;         /* see gpu_call */
+  int path;             /* the scoring kernels' path (path-check.hip) */
   void *stage;          /* host-pointer mode: device copies of the buffers */
   size_t stage_bytes;
 };
@@ -106,8 +107,9 @@ static int arch_built(const char *arch) {
   return 0;
 }
 
-/* NULL when `device' can run this plugin, else why not (in buf). */
-static const char *device_problem(int device, char *buf, size_t n) {
+/* NULL when `device' can run this plugin, else why not (in buf); arch
+ * (if not NULL) receives its target name. */
+static const char *device_problem(int device, char *buf, size_t n, char *arch_out = NULL) {
   int count = 0;
   hipError_t e = hipGetDeviceCount(&count);
   if (e != hipSuccess || count == 0) {
@@ -135,6 +137,8 @@ static const char *device_problem(int device, char *buf, size_t n) {
              device, arch, M3IDX_HIP_ARCHS, arch);
     return buf;
   }
+  if (arch_out)
+    snprintf(arch_out, 64, "%s", arch);
   return NULL;
 }
 
@@ -165,8 +169,8 @@ static void hip_destroy(void *state) {
 
 static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **state,
                                struct m3idx_errbuf *err) {
-  char why[512];
-  if (device_problem(cfg->device, why, sizeof why) != NULL) {
+  char why[512], arch[64];
+  if (device_problem(cfg->device, why, sizeof why, arch) != NULL) {
     snprintf(err->msg, sizeof err->msg, "%s", why);
     return M3IDX_ERR_BACKEND_UNAVAILABLE;
   }
@@ -179,6 +183,11 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
   s->stream = (hipStream_t)cfg->stream;
   s->host_pointers = (cfg->flags & M3IDX_FLAG_HOST_POINTERS) != 0;
   s->max_width = m3idx__blocks_of(cfg->max_model_len);
+  int rc = m3idx_gpu_pick_path(cfg->device, arch, &s->path, err->msg, sizeof err->msg);
+  if (rc != M3IDX_OK) {
+    hip_destroy(s);
+    return (m3idx_status)rc;
+  }
   /* The largest map any batch needs: the smallest chunk. */
   s->map_capacity = (int32_t)m3idx__work_map_capacity_of(cfg->max_reqs, s->max_width,
                                                          M3IDX_WORK_CHUNK_MIN);
@@ -285,6 +294,7 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
   if (!user_scores)
     g.scores = s->d_scores; /* stride is the width then */
   g.one_grid = s->one_grid;
+  g.path = s->path;
   if (c->mode == M3IDX_MODE_DECODE) {
     int cap = c->work_map_capacity;
     if (map_in == NULL) {

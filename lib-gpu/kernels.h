@@ -11,6 +11,7 @@
 #ifndef M3IDX_GPU_KERNELS_H
 #define M3IDX_GPU_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gpu-runtime.h"
@@ -21,6 +22,18 @@
 #define M3IDX_GPU_BAD_PAGE_ID 0x4u      /* block_table entry outside [0, num_pages) */
 #define M3IDX_GPU_BAD_WORK_MAP 0x8u     /* an entry not of this batch */
 #define M3IDX_GPU_MAP_TOO_SMALL 0x10u   /* work_map_capacity too small */
+
+/* The scoring kernels' paths, which give the same bits.  PLAIN runs on
+ * every target.  FAST uses the target's own instructions (NVIDIA: the
+ * integer filter with prmt and dp4a; gfx950: e2m1 codes decoded by
+ * v_cvt_scalef32_pk_f32_fp4 and maxima across half-warps by
+ * v_permlane16_swap; other targets: none, it is PLAIN) and runs only once
+ * the self-check at context creation (path-check.hip) found it equal to
+ * PLAIN.  FAST_BROKEN is FAST reading every code byte's nibbles swapped:
+ * the deliberately broken path of that check's test. */
+#define M3IDX_GPU_PATH_PLAIN 0
+#define M3IDX_GPU_PATH_FAST 1
+#define M3IDX_GPU_PATH_FAST_BROKEN 2
 
 struct gpu_call {
   int mode;          /* 1 decode, 2 prefill */
@@ -38,6 +51,7 @@ struct gpu_call {
   long long stride;
   unsigned *err;
   int one_grid;      /* the most blocks a decode scoring launch takes */
+  int path;          /* M3IDX_GPU_PATH_*, for the scoring kernels */
 };
 
 hipError_t m3idx_gpu_work_map(const struct gpu_call *c, int32_t *map, int capacity,
@@ -50,6 +64,20 @@ hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s);
  * (twice what stays resident), for gpu_call.one_grid; fixed for a
  * context, so that graph replays see one grid. */
 hipError_t m3idx_gpu_score_decode_setup(int *grid);
+
+/* The scoring path for a context on `device' (arch: its target name):
+ * *path receives M3IDX_GPU_PATH_FAST when the target has one and it
+ * passed the self-check (run once per device and process), else PLAIN.
+ * M3IDX_HIP_PATH=plain|fast|auto in the environment forces one.
+ * M3IDX_OK, or an error with its message in msg (a failed device call;
+ * fast forced but unusable; a bad M3IDX_HIP_PATH). */
+int m3idx_gpu_pick_path(int device, const char *arch, int *path, char *msg, size_t n);
+/* What m3idx_gpu_pick_path decided for device: 1 fast, 0 plain, -1 not
+ * yet decided; why receives the fast path's name or why it is not used. */
+int m3idx_gpu_path_verdict(int device, char *why, size_t n);
+/* Tests only (devtools inject_broken_fast_path): FAST launches as
+ * FAST_BROKEN, in the self-check too; each switch forgets the verdicts. */
+void m3idx_gpu_break_fast_path(int on);
 
 /* Tests only (devtools inject_device_failure): the device calls switch to
  * a device ordinal that does not exist. */

@@ -13,8 +13,10 @@
  * allow it (lib/spec-rules.h), or take the exact fixed-point path.  The
  * warp keeps the best fp64 sum and the best exactly rounded logit, and
  * rounds the sum once a block.  A block's four warps share its items.
- * A matrix-core path would sit beside this file and be chosen by
- * hip-backend.hip.
+ * The kernels are built for each path of kernels.h (P): the plain one,
+ * and the target's fast one (NVIDIA's integer filter, gfx950's decode and
+ * lane swaps).  A matrix-core path would sit beside this file and be
+ * chosen the same way.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -27,13 +29,54 @@
 #define PREFILL_PAIRS 64 /* (row, head) pairs a prefill block takes at a time */
 #define PREFILL_BLOCKS 4 /* key blocks (pages) a prefill block scores them against */
 
+/* What path P uses: NVIDIA's fast path filters with integers (prmt, dp4a),
+ * gfx950's decodes codes with v_cvt_scalef32_pk_f32_fp4 and takes maxima
+ * across the two 16-lane rows of a warp with v_permlane16_swap. */
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+#define INT_FILTER(P) ((P) != M3IDX_GPU_PATH_PLAIN)
+#else
+#define INT_FILTER(P) false
+#endif
+#if defined(__gfx950__)
+#define GFX950_OPS(P) ((P) != M3IDX_GPU_PATH_PLAIN)
+#else
+#define GFX950_OPS(P) false
+#endif
+
+/* A code word as the broken path reads it: each byte's nibbles swapped. */
+template <int P> M3IDX_DEV uint32_t path_word(uint32_t w) {
+  if (P == M3IDX_GPU_PATH_FAST_BROKEN)
+    return ((w >> 4) & 0x0f0f0f0fu) | ((w & 0x0f0f0f0fu) << 4);
+  return w;
+}
+
+/* f folded over the warp's 32 lanes (f a max or min: any order gives the
+ * same value).  gfx950's fast path takes the last step, between the rows
+ * of 16 lanes, with v_permlane16_swap of v with itself, which leaves each
+ * lane its own value and its partner's. */
+template <int P, class T, class F> M3IDX_DEV T warp_fold(T v, F f) {
+  constexpr int rows = GFX950_OPS(P) ? 16 : 32;
+  for (int m = 1; m < rows; m <<= 1)
+    v = f(v, M3IDX_SHFL_XOR(v, m));
+#if defined(__gfx950__)
+  if constexpr (rows == 16) {
+    const uint32_t u = __builtin_bit_cast(uint32_t, v);
+    const auto s = __builtin_amdgcn_permlane16_swap(u, u, false, false);
+    v = f(__builtin_bit_cast(T, (uint32_t)s[0]), __builtin_bit_cast(T, (uint32_t)s[1]));
+  }
+#endif
+  return v;
+}
+#define MAX_OF(T) [](T a, T b) { return max(a, b); }
+#define MIN_OF(T) [](T a, T b) { return min(a, b); }
+
 struct alignas(16) warp_query { /* qf is read as float4 */
   double q[M3IDX_HEAD_DIM];
   float qf[M3IDX_HEAD_DIM];
   int spread;  /* m3idx__spread_allowed of the pair's row */
   float bound; /* key_filter's error bound for this row; +inf: no filter */
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  /* The row cut for the integer filter: Q = q * 2^(13 - Hq) truncated
+  /* The row cut for the integer filter (fast path): Q = q * 2^(13 - Hq) truncated
      (|Q| < 2^14), in two signed 8-bit digit planes, Q = 256 hi + lo; word
      w of a plane holds elements 4w .. 4w + 3; bias: 12 * sum Q a group. */
   alignas(16) int32_t lo[32];
@@ -69,11 +112,13 @@ M3IDX_DEV void fill_table(fp64_smem &sm) {
 #define FILTER_REL 0x1p-17f
 #define FILTER_ABS 0x1p-140f
 
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-/* On NVIDIA the filter sums integers instead (dp4a), as the CPU's vnni
+/* NVIDIA's fast path sums integers instead (dp4a), as the CPU's vnni
  * kernel does, with its row cut and bound (lib/filter-cut.h). */
-#define FILTER_BOUND(abs_sum) M3IDX_CUT_ERROR
+template <int P> M3IDX_DEV float filter_bound(float abs_sum) {
+  return INT_FILTER(P) ? (float)M3IDX_CUT_ERROR : FILTER_REL * 6.0f * abs_sum + FILTER_ABS;
+}
 
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 /* Lane l cuts elements 4l .. 4l + 3 of the row in wq.qf (a row with NaN
  * or inf elements is not filtered; its digits are not used). */
 M3IDX_DEV void cut_row(warp_query &wq) {
@@ -82,8 +127,7 @@ M3IDX_DEV void cut_row(warp_query &wq) {
 #pragma unroll
   for (int i = 0; i < 4; i++)
     top = max(top, f_bits(wq.qf[4 * lane + i]) & 0x7fffffffu);
-  for (int m = 1; m < 32; m <<= 1)
-    top = max(top, (uint32_t)M3IDX_SHFL_XOR((int)top, m));
+  top = warp_fold<M3IDX_GPU_PATH_PLAIN>(top, MAX_OF(uint32_t));
   const int32_t hq = m3idx__cut_exponent(top);
   uint32_t lo = 0u, hi = 0u;
   int sum = 0;
@@ -119,13 +163,11 @@ M3IDX_DEV int dot4_u8s8(uint32_t a, int32_t b, int c) {
   asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
   return d;
 }
-#else
-#define FILTER_BOUND(abs_sum) (FILTER_REL * 6.0f * (abs_sum) + FILTER_ABS)
 #endif
 
 /* The pair's 128 query elements into the warp's buffer, with the row's
  * spread allowance (every lane of the warp takes part). */
-M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
+template <int P> M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
   const int lane = threadIdx.x & 31;
   int hi = -100000, lo = 100000, special = 0;
   float abs_sum = 0.0f;
@@ -147,19 +189,19 @@ M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
       lo = min(lo, (int)l);
     }
   }
-  for (int m = 1; m < 32; m <<= 1) {
-    hi = max(hi, M3IDX_SHFL_XOR(hi, m));
-    lo = min(lo, M3IDX_SHFL_XOR(lo, m));
-    special |= M3IDX_SHFL_XOR(special, m);
+  hi = warp_fold<P>(hi, MAX_OF(int));
+  lo = warp_fold<P>(lo, MIN_OF(int));
+  special = warp_fold<P>(special, MAX_OF(int));
+  for (int m = 1; m < 32; m <<= 1)
     abs_sum += M3IDX_SHFL_XOR(abs_sum, m);
-  }
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  cut_row(wq);
+  if (INT_FILTER(P))
+    cut_row(wq);
 #endif
   if (lane == 0) {
     wq.spread = m3idx__spread_allowed(hi, lo, special);
     /* NaN or inf elements: no bound (every key is summed exactly). */
-    wq.bound = special ? INFINITY : FILTER_BOUND(abs_sum);
+    wq.bound = special ? INFINITY : filter_bound<P>(abs_sum);
   }
   M3IDX_SYNCWARP();
 }
@@ -188,14 +230,15 @@ M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) <<
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 /* A of one key (lib/filter-cut.h): exact integer group sums, each times
  * 2^(e_g - emax) in fp32. */
-M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
-                           uint32_t scales, int emax) {
-  (void)sm;
+template <int P>
+M3IDX_DEV float key_filter_int(const warp_query &wq, const uint8_t *key, uint32_t scales,
+                               int emax) {
   float a = 0.0f;
 #pragma unroll
   for (int g = 0; g < 4; g++) {
     const uint4 raw = *(const uint4 *)(key + 16 * g);
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    const uint32_t w[4] = {path_word<P>(raw.x), path_word<P>(raw.y), path_word<P>(raw.z),
+                           path_word<P>(raw.w)};
     const int4 l0 = *(const int4 *)&wq.lo[8 * g], l1 = *(const int4 *)&wq.lo[8 * g + 4];
     const int4 h0 = *(const int4 *)&wq.hi[8 * g], h1 = *(const int4 *)&wq.hi[8 * g + 4];
     const int32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
@@ -214,11 +257,34 @@ M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint
   }
   return a;
 }
-#else
+#endif
+
+/* The values of the 8 codes of word w, element order (code n in nibble
+ * n): from the table, or on gfx950's fast path two a byte from
+ * v_cvt_scalef32_pk_f32_fp4 with scale 1 (exact: every e2m1 value is an
+ * fp32), its low nibble first. */
+template <int P> M3IDX_DEV void code_values(const fp64_smem &sm, uint32_t w, float v[8]) {
+#if defined(__gfx950__)
+  if (GFX950_OPS(P)) {
+    const auto b0 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 0);
+    const auto b1 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 1);
+    const auto b2 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 2);
+    const auto b3 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 3);
+    v[0] = b0[0], v[1] = b0[1], v[2] = b1[0], v[3] = b1[1];
+    v[4] = b2[0], v[5] = b2[1], v[6] = b3[0], v[7] = b3[1];
+    return;
+  }
+#endif
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+    v[n] = sm.e2m1f[(w >> (4 * n)) & 15u];
+}
+
 /* A of one key (see FILTER_REL): unscaled fp32 group sums, each times
  * 2^(e_g - emax), in units of 2^(emax - 127). */
-M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
-                           uint32_t scales, int emax) {
+template <int P>
+M3IDX_DEV float key_filter_fp32(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
+                                uint32_t scales, int emax) {
   float a = 0.0f;
 #pragma unroll
   for (int g = 0; g < 4; g++) {
@@ -227,23 +293,35 @@ M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint
     float acc = 0.0f;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
+      float k[8];
+      code_values<P>(sm, path_word<P>(w[i]), k);
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const float4 q = *(const float4 *)&wq.qf[32 * g + 8 * i + 4 * h];
         const float qq[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
         for (int j = 0; j < 4; j++)
-          acc = fmaf(qq[j], sm.e2m1f[(w[i] >> (16 * h + 4 * j)) & 15u], acc);
+          acc = fmaf(qq[j], k[4 * h + j], acc);
       }
     }
     a = a + acc * pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
   }
   return a;
 }
+
+template <int P>
+M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
+                           uint32_t scales, int emax) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  if (INT_FILTER(P))
+    return key_filter_int<P>(wq, key, scales, emax);
 #endif
+  return key_filter_fp32<P>(sm, wq, key, scales, emax);
+}
 
 /* Block b of the page against the warp's pair, whose row sees its first
  * nkeys keys; the block score goes to (head, row). */
+template <int P>
 M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_query &wq,
                           const uint8_t *page, int nkeys, int head, int row, int b) {
   const int lane = threadIdx.x & 31;
@@ -262,21 +340,19 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
     if (t < nkeys && m3idx__key_spread((const uint8_t *)&scales[i]) != 255)
       valid |= 1 << i;
   }
-  for (int m = 1; m < 32; m <<= 1)
-    emax = max(emax, M3IDX_SHFL_XOR(emax, m));
+  emax = warp_fold<P>(emax, MAX_OF(int));
   /* The filter looks for the largest of sign(scale) * D. */
   const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
   float a[4], top = -INFINITY;
   const bool filter = wq.bound < INFINITY;
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    a[i] = filter && ((valid >> i) & 1) ? sign * key_filter(sm, wq, page + 64 * (lane + 32 * i),
+    a[i] = filter && ((valid >> i) & 1) ? sign * key_filter<P>(sm, wq, page + 64 * (lane + 32 * i),
                                                              scales[i], emax)
                                         : -INFINITY;
     top = fmaxf(top, a[i]);
   }
-  for (int m = 1; m < 32; m <<= 1)
-    top = fmaxf(top, M3IDX_SHFL_XOR(top, m));
+  top = warp_fold<P>(top, [](float x, float y) { return fmaxf(x, y); });
   /* The key of the largest D has A >= top - 2 bound; |top| 2^-20 more
      covers the rounding of the subtraction.  A NaN or infinite A (fp32
      overflow) or top leaves every key to the exact sums. */
@@ -299,9 +375,7 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
      whole warp (usually one a page; a lane alone took 128 dependent
      fp64 multiply-adds). */
   for (;;) {
-    int t = pending ? 32 * (__ffs(pending) - 1) + lane : 1 << 30;
-    for (int m = 1; m < 32; m <<= 1)
-      t = min(t, M3IDX_SHFL_XOR(t, m));
+    const int t = warp_fold<P>(pending ? 32 * (__ffs(pending) - 1) + lane : 1 << 30, MIN_OF(int));
     if (t >= 128)
       break;
     if ((t & 31) == lane)
@@ -322,6 +396,7 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
     store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
 }
 
+template <int P>
 __global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, const int32_t *map,
                                                                   int capacity) {
   __shared__ fp64_smem sm;
@@ -348,10 +423,10 @@ __global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, co
       const long long pair = (long long)row * H + head;
       if (pair != loaded) {
         M3IDX_SYNCWARP();
-        load_query(c, wq, pair);
+        load_query<P>(c, wq, pair);
         loaded = pair;
       }
-      score_pair(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+      score_pair<P>(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
     }
   }
 }
@@ -359,6 +434,7 @@ __global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, co
 /* Block (x, y) scores key blocks PREFILL_BLOCKS x .. + PREFILL_BLOCKS - 1
  * against the pairs of tiles y, y + gridDim.y, ...: a warp loads a pair's
  * query once for all of its blocks. */
+template <int P>
 __global__ void __launch_bounds__(FP64_THREADS) score_prefill_fp64(gpu_call c, int ntiles) {
   __shared__ fp64_smem sm;
   fill_table(sm);
@@ -376,11 +452,11 @@ __global__ void __launch_bounds__(FP64_THREADS) score_prefill_fp64(gpu_call c, i
       const int pos = row_position(c, row, &r);
       if (pos < b0 * 128) /* -1 too: bad lengths, recorded by row_position */
         continue;
-      load_query(c, wq, pair);
+      load_query<P>(c, wq, pair);
       for (int b = b0; b < b1 && b * 128 <= pos; b++) {
         const uint8_t *page = page_of(c, r, b);
         if (page != nullptr)
-          score_pair(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+          score_pair<P>(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
       }
       M3IDX_SYNCWARP();
     }
@@ -391,8 +467,19 @@ hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map, 
   if (capacity <= 0)
     return hipSuccess;
   const int grid = capacity < c->one_grid ? capacity : c->one_grid;
-  hipLaunchKernelGGL(score_decode_fp64, dim3(grid), dim3(FP64_THREADS), 0, s, *c, map,
-                     capacity);
+  switch (c->path) {
+  case M3IDX_GPU_PATH_FAST:
+    hipLaunchKernelGGL(score_decode_fp64<M3IDX_GPU_PATH_FAST>, dim3(grid), dim3(FP64_THREADS), 0,
+                       s, *c, map, capacity);
+    break;
+  case M3IDX_GPU_PATH_FAST_BROKEN:
+    hipLaunchKernelGGL(score_decode_fp64<M3IDX_GPU_PATH_FAST_BROKEN>, dim3(grid),
+                       dim3(FP64_THREADS), 0, s, *c, map, capacity);
+    break;
+  default:
+    hipLaunchKernelGGL(score_decode_fp64<M3IDX_GPU_PATH_PLAIN>, dim3(grid), dim3(FP64_THREADS), 0,
+                       s, *c, map, capacity);
+  }
   return hipGetLastError();
 }
 
@@ -402,7 +489,8 @@ hipError_t m3idx_gpu_score_decode_setup(int *grid) {
   if (e == hipSuccess)
     e = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
   if (e == hipSuccess)
-    e = hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, score_decode_fp64, FP64_THREADS, 0);
+    e = hipOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, score_decode_fp64<M3IDX_GPU_PATH_FAST>, FP64_THREADS, 0);
   *grid = 2 * (sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
   return e;
 }
@@ -413,6 +501,18 @@ hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s) {
   const long long ntiles = ((long long)c->num_rows * c->num_heads + PREFILL_PAIRS - 1) / PREFILL_PAIRS;
   const dim3 grid((unsigned)((c->width + PREFILL_BLOCKS - 1) / PREFILL_BLOCKS),
                   (unsigned)(ntiles < 65535 ? ntiles : 65535));
-  hipLaunchKernelGGL(score_prefill_fp64, grid, dim3(FP64_THREADS), 0, s, *c, (int)ntiles);
+  switch (c->path) {
+  case M3IDX_GPU_PATH_FAST:
+    hipLaunchKernelGGL(score_prefill_fp64<M3IDX_GPU_PATH_FAST>, grid, dim3(FP64_THREADS), 0, s,
+                       *c, (int)ntiles);
+    break;
+  case M3IDX_GPU_PATH_FAST_BROKEN:
+    hipLaunchKernelGGL(score_prefill_fp64<M3IDX_GPU_PATH_FAST_BROKEN>, grid, dim3(FP64_THREADS), 0,
+                       s, *c, (int)ntiles);
+    break;
+  default:
+    hipLaunchKernelGGL(score_prefill_fp64<M3IDX_GPU_PATH_PLAIN>, grid, dim3(FP64_THREADS), 0, s,
+                       *c, (int)ntiles);
+  }
   return hipGetLastError();
 }

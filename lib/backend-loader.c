@@ -72,7 +72,9 @@ static const char *missing_devtools_member(const struct m3idx_devtools *t) {
            {"copy_bandwidth", !!t->copy_bandwidth},
            {"fma_peak", !!t->fma_peak},
            {"device_name", !!t->device_name},
-           {"inject_device_failure", !!t->inject_device_failure}};
+           {"inject_device_failure", !!t->inject_device_failure},
+           {"inject_broken_fast_path", !!t->inject_broken_fast_path},
+           {"scoring_path", !!t->scoring_path}};
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
     if (!m[i].set)
       return m[i].name;

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define M3IDX_DEVTOOLS_ABI 2
+#define M3IDX_DEVTOOLS_ABI 3
 #define M3IDX_DEVTOOLS_ENTRY "m3idx_plugin_devtools"
 
 struct m3idx_devtools {
@@ -55,6 +55,14 @@ struct m3idx_devtools {
    * does not exist, so that their first runtime call fails (and leaves the
    * runtime's sticky last error behind, as a real failure does). */
   int (*inject_device_failure)(int on);
+  /* Tests only: while on, the scoring kernels' fast path reads every code
+   * byte's nibbles swapped (a wrong nibble order), in the self-check at
+   * context creation as in calls.  Each switch forgets the self-check's
+   * verdicts, so the next context creation checks again. */
+  int (*inject_broken_fast_path)(int on);
+  /* The scoring path of device's contexts: 1 fast, 0 plain, -1 not yet
+   * decided; why receives the fast path's name or why it is not used. */
+  int (*scoring_path)(int device, char *why, size_t n);
 };
 
 /* The loaded HIP plugin's developer tools, checked (ABI, no NULL member);

@@ -363,6 +363,74 @@ START_TEST(device_call_failure) {
 }
 END_TEST
 
+/* The self-check at context creation (lib-gpu/path-check.hip).  With the
+ * fast path broken (every code byte's nibbles swapped, as a wrong nibble
+ * order would read them), a new context finds that it differs from the
+ * plain path, says why, and runs the plain path, so its results are still
+ * the CPU's bytes; M3IDX_HIP_PATH=fast then refuses to create one.  Mended,
+ * the next context runs the fast path again. */
+START_TEST(fast_path_guard) {
+  char why[512];
+  unsetenv("M3IDX_HIP_PATH"); /* the guard is what auto does */
+  static const int32_t lens[] = {3000, 129};
+  struct test_case *tc = case_decode(16002u, FLAVOR_PLAIN, 2, 1, M3IDX_DTYPE_BF16, 2, lens);
+  m3idx_context *g = make_ctx(tc, M3IDX_BACKEND_HIP, 0, NULL);
+  m3idx_context_destroy(g);
+  int path = dt->scoring_path(0, why, sizeof why);
+  if (strstr(why, "has no fast path") != NULL) {
+    ck_assert_int_eq(path, 0);
+    printf("check-gpu: %s: nothing for the guard to check\n", why);
+    case_free(tc);
+    return;
+  }
+  ck_assert_msg(path == 1, "a healthy fast path was not taken: %d, %s", path, why);
+  printf("check-gpu: %s\n", why);
+
+  ck_assert_int_eq(dt->inject_broken_fast_path(1), 0);
+  ck_assert_int_eq(dt->scoring_path(0, why, sizeof why), -1); /* forgotten */
+  for (int i = 0; i < 6; i++)
+    patterns_run(i, 0, hip_vs_cpu, NULL); /* each makes a context, after the check */
+  path = dt->scoring_path(0, why, sizeof why);
+  ck_assert_msg(path == 0 && strstr(why, "differs from the plain path") != NULL,
+                "the broken fast path was not caught: %d, %s", path, why);
+  setenv("M3IDX_HIP_PATH", "fast", 1);
+  m3idx_options o;
+  case_options(tc, &o);
+  o.backend = M3IDX_BACKEND_HIP;
+  g = NULL;
+  ck_assert_int_eq(m3idx_context_create(&o, &g), M3IDX_ERR_BACKEND_UNAVAILABLE);
+  ck_assert_ptr_null(g);
+  ck_assert_msg(strstr(m3idx_last_error(NULL), "M3IDX_HIP_PATH is fast") != NULL, "%s",
+                m3idx_last_error(NULL));
+  unsetenv("M3IDX_HIP_PATH");
+
+  ck_assert_int_eq(dt->inject_broken_fast_path(0), 0);
+  g = make_ctx(tc, M3IDX_BACKEND_HIP, 0, NULL);
+  m3idx_context_destroy(g);
+  ck_assert_int_eq(dt->scoring_path(0, why, sizeof why), 1);
+  case_free(tc);
+}
+END_TEST
+
+/* M3IDX_HIP_PATH takes plain, fast or auto; anything else fails creation
+ * with a message that names it. */
+START_TEST(hip_path_variable) {
+  m3idx_options o;
+  m3idx_context *g = NULL;
+  m3idx_options_init(&o);
+  o.backend = M3IDX_BACKEND_HIP;
+  setenv("M3IDX_HIP_PATH", "fastest", 1);
+  ck_assert_int_eq(m3idx_context_create(&o, &g), M3IDX_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(g);
+  ck_assert_msg(strstr(m3idx_last_error(NULL), "M3IDX_HIP_PATH is 'fastest'") != NULL, "%s",
+                m3idx_last_error(NULL));
+  setenv("M3IDX_HIP_PATH", "plain", 1);
+  ck_assert_int_eq(m3idx_context_create(&o, &g), M3IDX_OK);
+  m3idx_context_destroy(g);
+  unsetenv("M3IDX_HIP_PATH");
+}
+END_TEST
+
 int main(void) {
   const char *why = m3idx_backend_unavailable_reason(M3IDX_BACKEND_HIP);
   if (why != NULL) {
@@ -383,6 +451,8 @@ int main(void) {
   tcase_add_test(t, graph_replay);
   tcase_add_test(t, device_bad_input);
   tcase_add_test(t, device_call_failure);
+  tcase_add_test(t, fast_path_guard);
+  tcase_add_test(t, hip_path_variable);
   suite_add_tcase(s, t);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK); /* HIP breaks in a forked child */
