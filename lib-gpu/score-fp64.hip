@@ -29,6 +29,17 @@
 #define PREFILL_PAIRS 64 /* (row, head) pairs a prefill block takes at a time */
 #define PREFILL_BLOCKS 4 /* key blocks (pages) a prefill block scores them against */
 
+/* On NVIDIA at most 80 registers, so that 6 blocks (24 warps) fit an SM:
+ * the kernels wait on memory more than they issue (ncu, 82 registers: 18
+ * warps active, 0.64 instructions a cycle a scheduler).  AMD's second
+ * launch bound means waves per SIMD: there the kernels keep their
+ * registers (2 waves a SIMD). */
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+#define FP64_BOUNDS __launch_bounds__(FP64_THREADS, 6)
+#else
+#define FP64_BOUNDS __launch_bounds__(FP64_THREADS)
+#endif
+
 /* What path P uses: NVIDIA's fast path filters with integers (prmt, dp4a),
  * gfx950's decodes codes with v_cvt_scalef32_pk_f32_fp4 and takes maxima
  * across the two 16-lane rows of a warp with v_permlane16_swap. */
@@ -396,9 +407,23 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
     store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
 }
 
+/* Ask L2 for block b's page of request r, a line a lane (NVIDIA only; a
+ * bad page id is left to the visit that reports it). */
+M3IDX_DEV void prefetch_page(const gpu_call &c, int r, int b) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  const int id = block_table_at(c, r, b);
+  if (id >= 0 && id < c.num_pages) {
+    const uint8_t *pg = c.pages + (long long)id * M3IDX_PAGE_BYTES;
+    for (int o = 128 * (threadIdx.x & 31); o < M3IDX_PAGE_BYTES; o += 128 * 32)
+      asm volatile("prefetch.global.L2 [%0];" : : "l"(pg + o));
+  }
+#else
+  (void)c, (void)r, (void)b;
+#endif
+}
+
 template <int P>
-__global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, const int32_t *map,
-                                                                  int capacity) {
+__global__ void FP64_BOUNDS score_decode_fp64(gpu_call c, const int32_t *map, int capacity) {
   __shared__ fp64_smem sm;
   fill_table(sm);
   const int warp = threadIdx.x >> 5, H = c.num_heads, qlen = c.query_len;
@@ -414,6 +439,11 @@ __global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, co
     const int pairs = qlen * H;
     for (int it = warp; it < count * pairs; it += FP64_WARPS) {
       const int b = b0 + it / pairs, p = it % pairs;
+      /* With several pairs a request, the warp that scores a page's first
+         pair asks for the page the warp scores it FP64_WARPS items on
+         (with one pair, the warps' own loads keep memory busy enough). */
+      if (pairs > 1 && p == 0 && it / pairs + FP64_WARPS < count)
+        prefetch_page(c, r, b + FP64_WARPS);
       const uint8_t *page = page_of(c, r, b);
       if (page == nullptr)
         continue;
@@ -434,8 +464,7 @@ __global__ void __launch_bounds__(FP64_THREADS) score_decode_fp64(gpu_call c, co
 /* Block (x, y) scores key blocks PREFILL_BLOCKS x .. + PREFILL_BLOCKS - 1
  * against the pairs of tiles y, y + gridDim.y, ...: a warp loads a pair's
  * query once for all of its blocks. */
-template <int P>
-__global__ void __launch_bounds__(FP64_THREADS) score_prefill_fp64(gpu_call c, int ntiles) {
+template <int P> __global__ void FP64_BOUNDS score_prefill_fp64(gpu_call c, int ntiles) {
   __shared__ fp64_smem sm;
   fill_table(sm);
   const int warp = threadIdx.x >> 5, b0 = blockIdx.x * PREFILL_BLOCKS;
