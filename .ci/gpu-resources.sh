@@ -15,6 +15,7 @@ sfx=${LLVM_SUFFIX:--22}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+seen=""
 printf '%-8s %-34s %5s %5s %5s %6s %6s %8s %6s %5s %7s %4s\n' target kernel vgpr agpr sgpr vspill sspill scratch lds waves denorm32 ieee
 for obj in "$build"/lib-gpu/.libs/*.o; do
   llvm-objcopy$sfx --dump-section=.hip_fatbin="$tmp/fat" "$obj" 2>/dev/null || continue
@@ -86,7 +87,20 @@ for obj in "$build"/lib-gpu/.libs/*.o; do
           esac
         fi ;;
       esac
+      seen="$seen $a:$base"
     done <"$tmp/rows"
+  done
+done
+# Every hot kernel must have been found for every target seen: a build
+# that produced no code objects (or renamed a kernel) checks nothing.
+targets=$(echo "$seen" | tr ' ' '\n' | sed -n 's/:.*//p' | sort -u)
+if [ -z "$targets" ]; then
+  echo "FAIL: no AMD code objects under $build/lib-gpu/.libs"
+  fail=1
+fi
+for t in $targets; do
+  for k in $hot; do
+    case " $seen " in *" $t:$k "*) ;; *) echo "FAIL: $t: hot kernel $k not found"; fail=1 ;; esac
   done
 done
 # The canary: compiled with the plugin's own flags.

@@ -1,0 +1,199 @@
+/*
+ * score-mma.hip - decode with several (row, head) pairs a request, on
+ * NVIDIA's fast path: the integer filter of score-parts.h done by the
+ * tensor cores, so that a page's codes are decoded once for four pairs.
+ *
+ * mma.sync m16n8k32 (u8 x s8 -> s32) multiplies the code bytes of 16 keys
+ * (rows; the value in halves + 12, as code_bytes gives them) by the two
+ * digit planes of four pairs (8 columns: lo and hi of each), one group of
+ * 32 elements at a time.  Every product and sum is an exact integer, and
+ * A is then formed as key_filter_int forms it (same group order, same
+ * operations), so it is the same float and the same keys pass.  Those keys
+ * are summed in fp64 (or exactly) by the warp, as score_pair does.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "score-parts.h"
+
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+
+#define MMA_PAIRS 16 /* pairs whose queries a block holds at a time */
+
+struct mma_smem {
+  double e2m1[16];
+  warp_query wq[MMA_PAIRS];
+};
+
+/* D = A B for one group: a0/a2 are key gid's code bytes of elements
+ * 4 tig .. + 3 and 16 + 4 tig .. + 3 of the MMA's k, a1/a3 key gid + 8's;
+ * b0/b1 column gid's digits of the same k.  d0/d1: key gid, columns
+ * 2 tig and 2 tig + 1; d2/d3: key gid + 8. */
+M3IDX_DEV void mma_group(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                         uint32_t b1, int d[4]) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%10, %10, %10, %10};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+}
+
+M3IDX_DEV uint32_t key_scales(const uint8_t *page, int t) {
+  return *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t);
+}
+
+/* Block b (page) against pairs q0 .. q0 + 3 of the block's buffer (those
+ * below np).  Lane (gid, tig) = (lane / 4, lane % 4) forms A of keys
+ * 16 t + gid and 16 t + gid + 8 (t = 0..7) for pair q0 + tig, feeding the
+ * MMA word tig of each key group and column gid's digits (pair q0 + gid / 2,
+ * plane gid % 2) of the same elements. */
+template <int P>
+M3IDX_DEV void score_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int r,
+                          int s, int b, int p0, int q0, int np, int emax) {
+  const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+  const int H = c.num_heads, qlen = c.query_len;
+  uint32_t bf[4][2];
+  const int bq = q0 + (gid >> 1);
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const int32_t *plane = (gid & 1) ? sm.wq[min(bq, np - 1)].hi : sm.wq[min(bq, np - 1)].lo;
+    bf[g][0] = bq < np ? (uint32_t)plane[8 * g + 2 * tig] : 0u;
+    bf[g][1] = bq < np ? (uint32_t)plane[8 * g + 2 * tig + 1] : 0u;
+  }
+  /* This lane's pair: its row's causal keys in this block. */
+  const int mine = q0 + tig < np ? q0 + tig : -1;
+  const warp_query &wq = sm.wq[mine >= 0 ? mine : 0];
+  const int p = p0 + (mine >= 0 ? mine : 0), j = p / H, head = p % H;
+  const int pos = s - qlen + j, nkeys = mine >= 0 ? min(128, pos - b * 128 + 1) : 0;
+  const bool filter = wq.bound < INFINITY;
+  const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
+  float a[16], top = -INFINITY;
+  uint32_t valid = 0;
+#pragma unroll
+  for (int t = 0; t < 8; t++) {
+    const uint8_t *k0 = page + 64 * (16 * t + gid), *k1 = k0 + 64 * 8;
+    const uint32_t s0 = key_scales(page, 16 * t + gid), s1 = key_scales(page, 16 * t + gid + 8);
+    float a0 = 0.0f, a1 = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      const uint32_t w0 = path_word<P>(*(const uint32_t *)(k0 + 16 * g + 4 * tig));
+      const uint32_t w1 = path_word<P>(*(const uint32_t *)(k1 + 16 * g + 4 * tig));
+      int d[4];
+      mma_group(code_bytes(w0), code_bytes(w1), code_bytes(w0 >> 16), code_bytes(w1 >> 16),
+                bf[g][0], bf[g][1], d);
+      const int sg0 = d[1] * 256 + d[0] - wq.bias[g], sg1 = d[3] * 256 + d[2] - wq.bias[g];
+      a0 = a0 + (float)sg0 * pow2_f((int)((s0 >> (8 * g)) & 255u) - emax);
+      a1 = a1 + (float)sg1 * pow2_f((int)((s1 >> (8 * g)) & 255u) - emax);
+    }
+    /* causal, and no NaN scale (whose logit is NaN, ignored) */
+    const bool v0 = 16 * t + gid < nkeys && m3idx__key_spread((const uint8_t *)&s0) != 255;
+    const bool v1 = 16 * t + gid + 8 < nkeys && m3idx__key_spread((const uint8_t *)&s1) != 255;
+    valid |= (v0 ? 1u : 0u) << (2 * t) | (v1 ? 1u : 0u) << (2 * t + 1);
+    a[2 * t] = filter && v0 ? sign * a0 : -INFINITY;
+    a[2 * t + 1] = filter && v1 ? sign * a1 : -INFINITY;
+    top = fmaxf(top, fmaxf(a[2 * t], a[2 * t + 1]));
+  }
+  /* The pair's largest A: over the 8 lanes of the same tig. */
+  for (int m = 4; m < 32; m <<= 1)
+    top = fmaxf(top, M3IDX_SHFL_XOR(top, m));
+  const float floor = top - (2.0f * wq.bound + fabsf(top) * 0x1p-20f);
+  const bool all = !filter || !(fabsf(top) < INFINITY) || !(floor > -INFINITY);
+  m3idx__block_best best;
+  m3idx__best_start(&best);
+  uint32_t pending = 0;
+#pragma unroll
+  for (int i = 0; i < 16; i++) {
+    const int t = 16 * (i >> 1) + gid + 8 * (i & 1);
+    if (!((valid >> i) & 1u) || !(all || a[i] >= floor || !(fabsf(a[i]) < INFINITY)))
+      continue;
+    const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
+    if (m3idx__key_spread(sc) <= wq.spread)
+      pending |= 1u << i;
+    else
+      m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, c.scale));
+  }
+  /* The fp64 candidates one at a time, each summed by the whole warp with
+     its pair's query; the lanes of that pair's tig keep it. */
+  for (;;) {
+    const unsigned any = __ballot_sync(0xffffffffu, pending != 0u);
+    if (any == 0u)
+      break;
+    const int src = __ffs(any) - 1;
+    const int i = M3IDX_SHFL32(pending != 0u ? __ffs(pending) - 1 : 0, src);
+    if (lane == src)
+      pending &= pending - 1u;
+    const int t = 16 * (i >> 1) + (src >> 2) + 8 * (i & 1);
+    const double d = warp_key_dot(sm.e2m1, sm.wq[q0 + (src & 3)], page + 64 * t,
+                                  key_scales(page, t));
+    if (tig == (src & 3))
+      m3idx__best_take_d(&best, d, c.scale);
+  }
+  for (int m = 4; m < 32; m <<= 1) {
+    m3idx__block_best o;
+    o.d = M3IDX_SHFL_XOR(best.d, m);
+    o.logit = M3IDX_SHFL_XOR(best.logit, m);
+    o.have_d = M3IDX_SHFL_XOR(best.have_d, m);
+    o.have_logit = M3IDX_SHFL_XOR(best.have_logit, m);
+    m3idx__best_merge(&best, &o, c.scale);
+  }
+  if (gid == 0 && mine >= 0 && nkeys > 0)
+    store_score(c, head, r * qlen + j, b, m3idx__best_logit(&best, c.scale));
+}
+
+/* Blocks take work-map entries; for each, the pairs MMA_PAIRS at a time
+ * into shared memory, then each warp a page of the entry for all of them,
+ * four at a time.  Up to 128 registers (4 blocks an SM) hold a lane's
+ * 16 keys without spilling. */
+template <int P>
+__global__ void __launch_bounds__(FP64_THREADS, 4) score_decode_mma(gpu_call c, const int32_t *map,
+                                                                    int capacity) {
+  __shared__ mma_smem sm;
+  if (threadIdx.x < 16)
+    sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = c.num_heads;
+  const int qlen = c.query_len, pairs = qlen * H;
+  for (int e = blockIdx.x; e < capacity; e += gridDim.x) {
+    int r, s, b0, count;
+    if (map_entry(c, map, e, &r, &s, &b0, &count) <= 0)
+      continue;
+    for (int p0 = 0; p0 < pairs; p0 += MMA_PAIRS) {
+      const int np = min(MMA_PAIRS, pairs - p0);
+      __syncthreads(); /* the buffer's last readers are done */
+      for (int i = warp; i < np; i += FP64_WARPS) {
+        const int p = p0 + i;
+        load_query<P>(c, sm.wq[i], (long long)(r * qlen + p / H) * H + p % H);
+      }
+      __syncthreads();
+      for (int k = warp; k < count; k += FP64_WARPS) {
+        const uint8_t *page = page_of(c, r, b0 + k);
+        if (page == nullptr)
+          continue;
+        int emax = 0;
+        for (int t = lane; t < 128; t += 32) {
+          const uint32_t sc = key_scales(page, t);
+#pragma unroll
+          for (int g = 0; g < 4; g++) {
+            const int x = (int)((sc >> (8 * g)) & 255u);
+            emax = x != 255 ? max(emax, x) : emax;
+          }
+        }
+        for (int m = 1; m < 32; m <<= 1)
+          emax = max(emax, M3IDX_SHFL_XOR(emax, m));
+        for (int q0 = 0; q0 < np; q0 += 4)
+          score_quad<P>(c, sm, page, r, s, b0 + k, p0, q0, np, emax);
+      }
+    }
+  }
+}
+
+hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map, int capacity,
+                                      hipStream_t s) {
+  const int grid = capacity < c->one_grid ? capacity : c->one_grid;
+  if (c->path == M3IDX_GPU_PATH_FAST_BROKEN)
+    hipLaunchKernelGGL(score_decode_mma<M3IDX_GPU_PATH_FAST_BROKEN>, dim3(grid),
+                       dim3(FP64_THREADS), 0, s, *c, map, capacity);
+  else
+    hipLaunchKernelGGL(score_decode_mma<M3IDX_GPU_PATH_FAST>, dim3(grid), dim3(FP64_THREADS), 0,
+                       s, *c, map, capacity);
+  return hipGetLastError();
+}
+
+#endif /* M3IDX_HIP_PLATFORM_NVIDIA */

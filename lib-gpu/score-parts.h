@@ -1,0 +1,320 @@
+/*
+ * score-parts.h - what the scoring kernels share (score-fp64.hip, and
+ * score-mma.hip on NVIDIA): the paths of kernels.h, the warp's query with
+ * its filter bound and row cut, the filters of one key, and the warp's
+ * exact fp64 sum of a candidate key.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_GPU_SCORE_PARTS_H
+#define M3IDX_GPU_SCORE_PARTS_H
+
+#include "device-math.h"
+#include "filter-cut.h"
+#include "spec-rules.h"
+
+#define FP64_THREADS 128
+#define FP64_WARPS (FP64_THREADS / 32)
+
+/* On NVIDIA at most 80 registers, so that 6 blocks (24 warps) fit an SM:
+ * the kernels wait on memory more than they issue (ncu, 82 registers: 18
+ * warps active, 0.64 instructions a cycle a scheduler).  AMD's second
+ * launch bound means waves per SIMD: there the kernels keep their
+ * registers (2 waves a SIMD). */
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+#define FP64_BOUNDS __launch_bounds__(FP64_THREADS, 6)
+#else
+#define FP64_BOUNDS __launch_bounds__(FP64_THREADS)
+#endif
+
+/* What path P uses: NVIDIA's fast path filters with integers (prmt, dp4a),
+ * gfx950's decodes codes with v_cvt_scalef32_pk_f32_fp4 and takes maxima
+ * across the two 16-lane rows of a warp with v_permlane16_swap. */
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+#define INT_FILTER(P) ((P) != M3IDX_GPU_PATH_PLAIN)
+#else
+#define INT_FILTER(P) false
+#endif
+#if defined(__gfx950__)
+#define GFX950_OPS(P) ((P) != M3IDX_GPU_PATH_PLAIN)
+#else
+#define GFX950_OPS(P) false
+#endif
+
+/* A code word as the broken path reads it: each byte's nibbles swapped. */
+template <int P> M3IDX_DEV uint32_t path_word(uint32_t w) {
+  if (P == M3IDX_GPU_PATH_FAST_BROKEN)
+    return ((w >> 4) & 0x0f0f0f0fu) | ((w & 0x0f0f0f0fu) << 4);
+  return w;
+}
+
+/* f folded over the warp's 32 lanes (f a max or min: any order gives the
+ * same value).  gfx950's fast path takes the last step, between the rows
+ * of 16 lanes, with v_permlane16_swap of v with itself, which leaves each
+ * lane its own value and its partner's. */
+template <int P, class T, class F> M3IDX_DEV T warp_fold(T v, F f) {
+  constexpr int rows = GFX950_OPS(P) ? 16 : 32;
+  for (int m = 1; m < rows; m <<= 1)
+    v = f(v, M3IDX_SHFL_XOR(v, m));
+#if defined(__gfx950__)
+  if constexpr (rows == 16) {
+    const uint32_t u = __builtin_bit_cast(uint32_t, v);
+    const auto s = __builtin_amdgcn_permlane16_swap(u, u, false, false);
+    v = f(__builtin_bit_cast(T, (uint32_t)s[0]), __builtin_bit_cast(T, (uint32_t)s[1]));
+  }
+#endif
+  return v;
+}
+#define MAX_OF(T) [](T a, T b) { return max(a, b); }
+#define MIN_OF(T) [](T a, T b) { return min(a, b); }
+
+struct alignas(16) warp_query { /* qf is read as float4 */
+  double q[M3IDX_HEAD_DIM];
+  float qf[M3IDX_HEAD_DIM];
+  int spread;  /* m3idx__spread_allowed of the pair's row */
+  float bound; /* key_filter's error bound for this row; +inf: no filter */
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  /* The row cut for the integer filter (fast path): Q = q * 2^(13 - Hq) truncated
+     (|Q| < 2^14), in two signed 8-bit digit planes, Q = 256 hi + lo; word
+     w of a plane holds elements 4w .. 4w + 3; bias: 12 * sum Q a group. */
+  alignas(16) int32_t lo[32];
+  alignas(16) int32_t hi[32];
+  int32_t bias[4];
+#endif
+};
+
+struct fp64_smem {
+  double e2m1[16];  /* code -> value: 16 doubles fill the 32 banks once */
+  float e2m1f[16];  /* the same in fp32 for the filter */
+  warp_query wq[FP64_WARPS];
+};
+
+M3IDX_DEV void fill_table(fp64_smem &sm) {
+  if (threadIdx.x < 16) {
+    sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+    sm.e2m1f[threadIdx.x] = m3idx__e2m1_value(threadIdx.x);
+  }
+  __syncthreads();
+}
+
+/* The filter's bound.  key_filter sums each group's 32 products q * k in
+ * fp32 (k the e2m1 value, unscaled: every product is exact, subnormal
+ * sums are exact), then adds the four sums times 2^(e_g - emax).  In units
+ * of 2^(emax - 127), emax the page's largest scale byte but 255, D is the
+ * same sum done exactly, and the two differ by at most
+ * (gamma_32 + gamma_3) * 6 * sum |q| (each group's sum and the final adds,
+ * gamma_n = n 2^-24 / (1 - n 2^-24) < 2^-18.8), plus below 2^-140 for scale
+ * factors under fp32's normals (flushed to 0: each lost term is below
+ * 192 max|q| 2^-126).  FILTER_REL = 2^-17 covers that with the rounding of
+ * the fp32 sum |q| itself. */
+#define FILTER_REL 0x1p-17f
+#define FILTER_ABS 0x1p-140f
+
+/* NVIDIA's fast path sums integers instead (dp4a), as the CPU's vnni
+ * kernel does, with its row cut and bound (lib/filter-cut.h). */
+template <int P> M3IDX_DEV float filter_bound(float abs_sum) {
+  return INT_FILTER(P) ? (float)M3IDX_CUT_ERROR : FILTER_REL * 6.0f * abs_sum + FILTER_ABS;
+}
+
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+/* Lane l cuts elements 4l .. 4l + 3 of the row in wq.qf (a row with NaN
+ * or inf elements is not filtered; its digits are not used). */
+M3IDX_DEV void cut_row(warp_query &wq) {
+  const int lane = threadIdx.x & 31;
+  uint32_t top = 0u;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    top = max(top, f_bits(wq.qf[4 * lane + i]) & 0x7fffffffu);
+  top = warp_fold<M3IDX_GPU_PATH_PLAIN>(top, MAX_OF(uint32_t));
+  const int32_t hq = m3idx__cut_exponent(top);
+  uint32_t lo = 0u, hi = 0u;
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float q = wq.qf[4 * lane + i];
+    const int32_t v = (f_bits(q) & 0x7fffffffu) >= 0x7f800000u ? 0 : m3idx__cut_q(q, hq, 0);
+    lo |= m3idx__cut_lo(v) << (8 * i);
+    hi |= m3idx__cut_hi(v) << (8 * i);
+    sum += v;
+  }
+  wq.lo[lane] = (int32_t)lo;
+  wq.hi[lane] = (int32_t)hi;
+  for (int m = 1; m < 8; m <<= 1)
+    sum += M3IDX_SHFL_XOR(sum, m);
+  if ((lane & 7) == 0)
+    wq.bias[lane >> 3] = M3IDX_CUT_CODE_BIAS * sum;
+}
+
+/* Bytes of the four codes in nibbles 0..3 of sel: value in halves + 12. */
+M3IDX_DEV uint32_t code_bytes(uint32_t sel) {
+  uint32_t pos, neg;
+  /* prmt: a selector nibble of 8 or more replicates the sign of the
+     byte it names, 0 for these tables, so each table answers only its
+     half of the codes. */
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(0x0f0e0d0cu), "r"(0x18141210u), "r"(sel));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(0x090a0b0cu), "r"(0x00040608u), "r"(sel ^ 0x8888u));
+  return pos | neg;
+}
+
+M3IDX_DEV int dot4_u8s8(uint32_t a, int32_t b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+#endif
+
+/* The pair's 128 query elements into the warp's buffer, with the row's
+ * spread allowance (every lane of the warp takes part). */
+template <int P> M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
+  const int lane = threadIdx.x & 31;
+  int hi = -100000, lo = 100000, special = 0;
+  float abs_sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int d = 4 * lane + i;
+    const long long at = pair * M3IDX_HEAD_DIM + d;
+    const float v = c.dtype == 1 ? m3idx__bf16_value(((const uint16_t *)c.query)[at])
+                                 : m3idx__e4m3_value(((const uint8_t *)c.query)[at]);
+    wq.qf[d] = v;
+    wq.q[d] = (double)v;
+    abs_sum += fabsf(v);
+    const uint32_t u = f_bits(v) & 0x7fffffffu;
+    special |= u >= 0x7f800000u;
+    if (u != 0u && u < 0x7f800000u) {
+      int32_t h, l;
+      m3idx__exponents(v, &h, &l);
+      hi = max(hi, (int)h);
+      lo = min(lo, (int)l);
+    }
+  }
+  hi = warp_fold<P>(hi, MAX_OF(int));
+  lo = warp_fold<P>(lo, MIN_OF(int));
+  special = warp_fold<P>(special, MAX_OF(int));
+  for (int m = 1; m < 32; m <<= 1)
+    abs_sum += M3IDX_SHFL_XOR(abs_sum, m);
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  if (INT_FILTER(P))
+    cut_row(wq);
+#endif
+  if (lane == 0) {
+    wq.spread = m3idx__spread_allowed(hi, lo, special);
+    /* NaN or inf elements: no bound (every key is summed exactly). */
+    wq.bound = special ? INFINITY : filter_bound<P>(abs_sum);
+  }
+  M3IDX_SYNCWARP();
+}
+
+/* One key's D in fp64, summed by the whole warp: lane l's four elements
+ * 4l .. 4l + 3 (group l / 8) times their scale, then a butterfly.  Every
+ * partial sum is a sum of some of the key's products, so when the full
+ * sum is exact in fp64 (the row's span, the key's spread) so is each. */
+M3IDX_DEV double warp_key_dot(const double *e2m1, const warp_query &wq, const uint8_t *key,
+                              uint32_t scales) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t b = *(const uint16_t *)(key + 2 * lane);
+  double acc = 0.0;
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+    acc = fma(wq.q[4 * lane + j], e2m1[(b >> (4 * j)) & 15u], acc);
+  double d = acc * m3idx__e8m0_double((scales >> (8 * (lane >> 3))) & 255u);
+  for (int m = 1; m < 32; m <<= 1)
+    d += M3IDX_SHFL_XOR(d, m);
+  return d;
+}
+
+/* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
+M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) << 23) : 0.0f; }
+
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+/* A of one key (lib/filter-cut.h): exact integer group sums, each times
+ * 2^(e_g - emax) in fp32. */
+template <int P>
+M3IDX_DEV float key_filter_int(const warp_query &wq, const uint8_t *key, uint32_t scales,
+                               int emax) {
+  float a = 0.0f;
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const uint4 raw = *(const uint4 *)(key + 16 * g);
+    const uint32_t w[4] = {path_word<P>(raw.x), path_word<P>(raw.y), path_word<P>(raw.z),
+                           path_word<P>(raw.w)};
+    const int4 l0 = *(const int4 *)&wq.lo[8 * g], l1 = *(const int4 *)&wq.lo[8 * g + 4];
+    const int4 h0 = *(const int4 *)&wq.hi[8 * g], h1 = *(const int4 *)&wq.hi[8 * g + 4];
+    const int32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+    const int32_t hi[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    int sl = 0, sh = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) { /* word i: elements 8i .. 8i + 7 of the group */
+      const uint32_t k0 = code_bytes(w[i]), k1 = code_bytes(w[i] >> 16);
+      sl = dot4_u8s8(k0, lo[2 * i], sl);
+      sh = dot4_u8s8(k0, hi[2 * i], sh);
+      sl = dot4_u8s8(k1, lo[2 * i + 1], sl);
+      sh = dot4_u8s8(k1, hi[2 * i + 1], sh);
+    }
+    const int sg = sh * 256 + sl - wq.bias[g];
+    a = a + (float)sg * pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
+  }
+  return a;
+}
+#endif
+
+/* The values of the 8 codes of word w, element order (code n in nibble
+ * n): from the table, or on gfx950's fast path two a byte from
+ * v_cvt_scalef32_pk_f32_fp4 with scale 1 (exact: every e2m1 value is an
+ * fp32), its low nibble first. */
+template <int P> M3IDX_DEV void code_values(const fp64_smem &sm, uint32_t w, float v[8]) {
+#if defined(__gfx950__)
+  if (GFX950_OPS(P)) {
+    const auto b0 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 0);
+    const auto b1 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 1);
+    const auto b2 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 2);
+    const auto b3 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 3);
+    v[0] = b0[0], v[1] = b0[1], v[2] = b1[0], v[3] = b1[1];
+    v[4] = b2[0], v[5] = b2[1], v[6] = b3[0], v[7] = b3[1];
+    return;
+  }
+#endif
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+    v[n] = sm.e2m1f[(w >> (4 * n)) & 15u];
+}
+
+/* A of one key (see FILTER_REL): unscaled fp32 group sums, each times
+ * 2^(e_g - emax), in units of 2^(emax - 127). */
+template <int P>
+M3IDX_DEV float key_filter_fp32(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
+                                uint32_t scales, int emax) {
+  float a = 0.0f;
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const uint4 raw = *(const uint4 *)(key + 16 * g);
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float k[8];
+      code_values<P>(sm, path_word<P>(w[i]), k);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const float4 q = *(const float4 *)&wq.qf[32 * g + 8 * i + 4 * h];
+        const float qq[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+          acc = fmaf(qq[j], k[4 * h + j], acc);
+      }
+    }
+    a = a + acc * pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
+  }
+  return a;
+}
+
+template <int P>
+M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
+                           uint32_t scales, int emax) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  if (INT_FILTER(P))
+    return key_filter_int<P>(wq, key, scales, emax);
+#endif
+  return key_filter_fp32<P>(sm, wq, key, scales, emax);
+}
+
+#endif /* M3IDX_GPU_SCORE_PARTS_H */
