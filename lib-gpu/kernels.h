@@ -60,10 +60,11 @@ hipError_t m3idx_gpu_work_map(const struct gpu_call *c, int32_t *map, int capaci
 hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map,
                                   int capacity, hipStream_t s);
 hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s);
-/* NVIDIA's fast path for decode with several pairs a request
- * (score-mma.hip); m3idx_gpu_score_decode chooses it. */
+/* NVIDIA's fast path for decode with several pairs a request, and for
+ * prefill (score-mma.hip); m3idx_gpu_score_decode / _prefill choose it. */
 hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map,
                                       int capacity, hipStream_t s);
+hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s);
 /* Once per device: *grid receives the most blocks a decode launch takes
  * (twice what stays resident), for gpu_call.one_grid; fixed for a
  * context, so that graph replays see one grid. */

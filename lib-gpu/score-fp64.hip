@@ -227,6 +227,10 @@ hipError_t m3idx_gpu_score_decode_setup(int *grid) {
 hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s) {
   if (c->num_rows == 0)
     return hipSuccess;
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  if (c->path != M3IDX_GPU_PATH_PLAIN)
+    return m3idx_gpu_score_prefill_mma(c, s);
+#endif
   const long long ntiles = ((long long)c->num_rows * c->num_heads + PREFILL_PAIRS - 1) / PREFILL_PAIRS;
   const dim3 grid((unsigned)((c->width + PREFILL_BLOCKS - 1) / PREFILL_BLOCKS),
                   (unsigned)(ntiles < 65535 ? ntiles : 65535));

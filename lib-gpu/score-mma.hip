@@ -1,7 +1,8 @@
 /*
- * score-mma.hip - decode with several (row, head) pairs a request, on
- * NVIDIA's fast path: the integer filter of score-parts.h done by the
- * tensor cores, so that a page's codes are decoded once for four pairs.
+ * score-mma.hip - decode with several (row, head) pairs a request, and
+ * prefill, on NVIDIA's fast path: the integer filter of score-parts.h done
+ * by the tensor cores, so that a page's codes are decoded once for four
+ * pairs.
  *
  * mma.sync m16n8k32 (u8 x s8 -> s32) multiplies the code bytes of 16 keys
  * (rows; the value in halves + 12, as code_bytes gives them) by the two
@@ -17,12 +18,25 @@
 
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 
-#define MMA_PAIRS 16 /* pairs whose queries a block holds at a time */
+#define MMA_PAIRS 16       /* pairs whose queries a block holds at a time */
+#define MMA_PREFILL_BLOCKS 8 /* key blocks (pages) a prefill block scores them against */
+
+/* Where a pair of the buffer scores: its row, head, position and request
+ * (pos -1: not a pair of the call, or bad lengths). */
+struct pair_at {
+  int row, head, pos, req;
+};
 
 struct mma_smem {
   double e2m1[16];
   warp_query wq[MMA_PAIRS];
+  pair_at at[MMA_PAIRS];
 };
+
+/* Pair i of the buffer sees block b of request r. */
+M3IDX_DEV bool sees(const mma_smem &sm, int i, int r, int b) {
+  return sm.at[i].pos >= b * 128 && sm.at[i].req == r;
+}
 
 /* D = A B for one group: a0/a2 are key gid's code bytes of elements
  * 4 tig .. + 3 and 16 + 4 tig .. + 3 of the MMA's k, a1/a3 key gid + 8's;
@@ -40,16 +54,23 @@ M3IDX_DEV uint32_t key_scales(const uint8_t *page, int t) {
   return *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t);
 }
 
-/* Block b (page) against pairs q0 .. q0 + 3 of the block's buffer (those
- * below np).  Lane (gid, tig) = (lane / 4, lane % 4) forms A of keys
+/* Block b (page) of request r against pairs q0 .. q0 + 3 of the block's
+ * buffer (those below np that see it: in decode, pairs p0 + i of request
+ * r, whose seq_len is s; in prefill, as sm.at says).  Lane (gid, tig) = (lane / 4, lane % 4) forms A of keys
  * 16 t + gid and 16 t + gid + 8 (t = 0..7) for pair q0 + tig, feeding the
  * MMA word tig of each key group and column gid's digits (pair q0 + gid / 2,
  * plane gid % 2) of the same elements. */
-template <int P>
+template <int P, bool PREFILL>
 M3IDX_DEV void score_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int r,
                           int s, int b, int p0, int q0, int np, int emax) {
   const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
-  const int H = c.num_heads, qlen = c.query_len;
+  if (PREFILL) {
+    bool any = false;
+    for (int k = q0; k < min(q0 + 4, np); k++)
+      any = any || sees(sm, k, r, b);
+    if (!any)
+      return;
+  }
   uint32_t bf[4][2];
   const int bq = q0 + (gid >> 1);
 #pragma unroll
@@ -58,11 +79,20 @@ M3IDX_DEV void score_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *
     bf[g][0] = bq < np ? (uint32_t)plane[8 * g + 2 * tig] : 0u;
     bf[g][1] = bq < np ? (uint32_t)plane[8 * g + 2 * tig + 1] : 0u;
   }
-  /* This lane's pair: its row's causal keys in this block. */
-  const int mine = q0 + tig < np ? q0 + tig : -1;
+  /* This lane's pair: its row, head and causal keys in this block. */
+  int mine, row, head, nkeys;
+  if (PREFILL) {
+    mine = q0 + tig < np && sees(sm, q0 + tig, r, b) ? q0 + tig : -1;
+    const pair_at &at = sm.at[mine >= 0 ? mine : 0];
+    row = at.row, head = at.head, nkeys = mine >= 0 ? min(128, at.pos - b * 128 + 1) : 0;
+  } else {
+    const int H = c.num_heads, qlen = c.query_len;
+    mine = q0 + tig < np ? q0 + tig : -1;
+    const int p = p0 + (mine >= 0 ? mine : 0), j = p / H;
+    row = r * qlen + j, head = p % H;
+    nkeys = mine >= 0 ? min(128, s - qlen + j - b * 128 + 1) : 0;
+  }
   const warp_query &wq = sm.wq[mine >= 0 ? mine : 0];
-  const int p = p0 + (mine >= 0 ? mine : 0), j = p / H, head = p % H;
-  const int pos = s - qlen + j, nkeys = mine >= 0 ? min(128, pos - b * 128 + 1) : 0;
   const bool filter = wq.bound < INFINITY;
   const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
   float a[16], top = -INFINITY;
@@ -135,7 +165,23 @@ M3IDX_DEV void score_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *
     m3idx__best_merge(&best, &o, c.scale);
   }
   if (gid == 0 && mine >= 0 && nkeys > 0)
-    store_score(c, head, r * qlen + j, b, m3idx__best_logit(&best, c.scale));
+    store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
+}
+
+/* The page's largest scale byte but 255 (0 if every byte is 255). */
+M3IDX_DEV int page_emax(const uint8_t *page) {
+  int emax = 0;
+  for (int t = threadIdx.x & 31; t < 128; t += 32) {
+    const uint32_t sc = key_scales(page, t);
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      const int x = (int)((sc >> (8 * g)) & 255u);
+      emax = x != 255 ? max(emax, x) : emax;
+    }
+  }
+  for (int m = 1; m < 32; m <<= 1)
+    emax = max(emax, M3IDX_SHFL_XOR(emax, m));
+  return emax;
 }
 
 /* Blocks take work-map entries; for each, the pairs MMA_PAIRS at a time
@@ -148,7 +194,7 @@ __global__ void __launch_bounds__(FP64_THREADS, 4) score_decode_mma(gpu_call c, 
   __shared__ mma_smem sm;
   if (threadIdx.x < 16)
     sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = c.num_heads;
+  const int warp = threadIdx.x >> 5, H = c.num_heads;
   const int qlen = c.query_len, pairs = qlen * H;
   for (int e = blockIdx.x; e < capacity; e += gridDim.x) {
     int r, s, b0, count;
@@ -166,22 +212,70 @@ __global__ void __launch_bounds__(FP64_THREADS, 4) score_decode_mma(gpu_call c, 
         const uint8_t *page = page_of(c, r, b0 + k);
         if (page == nullptr)
           continue;
-        int emax = 0;
-        for (int t = lane; t < 128; t += 32) {
-          const uint32_t sc = key_scales(page, t);
-#pragma unroll
-          for (int g = 0; g < 4; g++) {
-            const int x = (int)((sc >> (8 * g)) & 255u);
-            emax = x != 255 ? max(emax, x) : emax;
-          }
-        }
-        for (int m = 1; m < 32; m <<= 1)
-          emax = max(emax, M3IDX_SHFL_XOR(emax, m));
+        const int emax = page_emax(page);
         for (int q0 = 0; q0 < np; q0 += 4)
-          score_quad<P>(c, sm, page, r, s, b0 + k, p0, q0, np, emax);
+          score_quad<P, false>(c, sm, page, r, s, b0 + k, p0, q0, np, emax);
       }
     }
   }
+}
+
+/* Block (x, y) scores key blocks MMA_PREFILL_BLOCKS x .. + 7 against the
+ * pairs of tiles y, y + gridDim.y, ... (MMA_PAIRS a tile): the tile's
+ * queries into shared memory, then each warp a page for all of them, four
+ * pairs at a time, once for each request among them. */
+template <int P>
+__global__ void __launch_bounds__(FP64_THREADS, 4) score_prefill_mma(gpu_call c, int ntiles) {
+  __shared__ mma_smem sm;
+  if (threadIdx.x < 16)
+    sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = c.num_heads;
+  const int b0 = blockIdx.x * MMA_PREFILL_BLOCKS, b1 = min(b0 + MMA_PREFILL_BLOCKS, c.width);
+  const long long npairs = (long long)c.num_rows * H;
+  for (int tile = blockIdx.y; tile < ntiles; tile += gridDim.y) {
+    const long long first = (long long)tile * MMA_PAIRS;
+    const int np = (int)min((long long)MMA_PAIRS, npairs - first);
+    __syncthreads(); /* the buffer's last readers are done */
+    for (int i = warp; i < np; i += FP64_WARPS) {
+      const int row = (int)((first + i) / H), head = (int)((first + i) % H);
+      int r = 0;
+      const int pos = row_position(c, row, &r); /* -1 on bad lengths, recorded */
+      if (pos >= b0 * 128)
+        load_query<P>(c, sm.wq[i], first + i);
+      if (lane == 0)
+        sm.at[i] = pair_at{row, head, pos >= b0 * 128 ? pos : -1, r};
+    }
+    __syncthreads();
+    for (int b = b0 + warp; b < b1; b += FP64_WARPS)
+      for (int i = 0; i < np; i++) {
+        /* Each request of the tile once: its first pair that sees b. */
+        const int r = sm.at[i].req;
+        bool first_of_r = sees(sm, i, r, b);
+        for (int k = 0; k < i && first_of_r; k++)
+          first_of_r = !sees(sm, k, r, b);
+        if (!first_of_r)
+          continue;
+        const uint8_t *page = page_of(c, r, b);
+        if (page == nullptr)
+          continue;
+        const int emax = page_emax(page);
+        for (int q0 = 0; q0 < np; q0 += 4)
+          score_quad<P, true>(c, sm, page, r, 0, b, 0, q0, np, emax);
+      }
+  }
+}
+
+hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s) {
+  const long long ntiles = ((long long)c->num_rows * c->num_heads + MMA_PAIRS - 1) / MMA_PAIRS;
+  const dim3 grid((unsigned)((c->width + MMA_PREFILL_BLOCKS - 1) / MMA_PREFILL_BLOCKS),
+                  (unsigned)(ntiles < 65535 ? ntiles : 65535));
+  if (c->path == M3IDX_GPU_PATH_FAST_BROKEN)
+    hipLaunchKernelGGL(score_prefill_mma<M3IDX_GPU_PATH_FAST_BROKEN>, grid, dim3(FP64_THREADS), 0,
+                       s, *c, (int)ntiles);
+  else
+    hipLaunchKernelGGL(score_prefill_mma<M3IDX_GPU_PATH_FAST>, grid, dim3(FP64_THREADS), 0, s,
+                       *c, (int)ntiles);
+  return hipGetLastError();
 }
 
 hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map, int capacity,
