@@ -15,8 +15,8 @@
  * rounds the sum once a block.  A block's four warps share its items.
  * The kernels are built for each path of kernels.h (P): the plain one,
  * and the target's fast one (NVIDIA's integer filter, gfx950's decode and
- * lane swaps).  A matrix-core path would sit beside this file and be
- * chosen the same way.
+ * lane swaps).  On NVIDIA's fast path, decode with several pairs a
+ * request and prefill go to the tensor cores instead (score-mma.hip).
  *
  * SPDX-License-Identifier: MIT
  */
