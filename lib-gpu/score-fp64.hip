@@ -90,14 +90,7 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
                                   *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t));
     m3idx__best_take_d(&best, d, c.scale);
   }
-  for (int m = 1; m < 32; m <<= 1) {
-    m3idx__block_best o;
-    o.d = M3IDX_SHFL_XOR(best.d, m);
-    o.logit = M3IDX_SHFL_XOR(best.logit, m);
-    o.have_d = M3IDX_SHFL_XOR(best.have_d, m);
-    o.have_logit = M3IDX_SHFL_XOR(best.have_logit, m);
-    m3idx__best_merge(&best, &o, c.scale);
-  }
+  merge_best_across(best, 1, c.scale);
   if (lane == 0)
     store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
 }

@@ -156,14 +156,7 @@ M3IDX_DEV void score_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *
     if (tig == (src & 3))
       m3idx__best_take_d(&best, d, c.scale);
   }
-  for (int m = 4; m < 32; m <<= 1) {
-    m3idx__block_best o;
-    o.d = M3IDX_SHFL_XOR(best.d, m);
-    o.logit = M3IDX_SHFL_XOR(best.logit, m);
-    o.have_d = M3IDX_SHFL_XOR(best.have_d, m);
-    o.have_logit = M3IDX_SHFL_XOR(best.have_logit, m);
-    m3idx__best_merge(&best, &o, c.scale);
-  }
+  merge_best_across(best, 4, c.scale);
   if (gid == 0 && mine >= 0 && nkeys > 0)
     store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
 }

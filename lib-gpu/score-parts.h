@@ -222,6 +222,20 @@ M3IDX_DEV double warp_key_dot(const double *e2m1, const warp_query &wq, const ui
   return d;
 }
 
+/* best merged with that of every lane whose number differs from this
+ * lane's only in bits log2(from) .. 4 (from 1: the whole warp; 4: the
+ * eight lanes of the same lane % 4). */
+M3IDX_DEV void merge_best_across(m3idx__block_best &best, int from, float scale) {
+  for (int m = from; m < 32; m <<= 1) {
+    m3idx__block_best o;
+    o.d = M3IDX_SHFL_XOR(best.d, m);
+    o.logit = M3IDX_SHFL_XOR(best.logit, m);
+    o.have_d = M3IDX_SHFL_XOR(best.have_d, m);
+    o.have_logit = M3IDX_SHFL_XOR(best.have_logit, m);
+    m3idx__best_merge(&best, &o, scale);
+  }
+}
+
 /* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
 M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) << 23) : 0.0f; }
 
