@@ -54,73 +54,42 @@ M3IDX_DEV uint32_t key_scales(const uint8_t *page, int t) {
   return *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t);
 }
 
-/* Block b (page) of request r against pairs q0 .. q0 + 3 of the block's
- * buffer (those below np that see it: in decode, pairs p0 + i of request
- * r, whose seq_len is s; in prefill, as sm.at says).  Lane (gid, tig) = (lane / 4, lane % 4) forms A of keys
- * 16 t + gid and 16 t + gid + 8 (t = 0..7) for pair q0 + tig, feeding the
- * MMA word tig of each key group and column gid's digits (pair q0 + gid / 2,
- * plane gid % 2) of the same elements. */
-template <int P, bool PREFILL>
-M3IDX_DEV void score_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int r,
-                          int s, int b, int p0, int q0, int np, int emax) {
-  const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
-  if (PREFILL) {
-    bool any = false;
-    for (int k = q0; k < min(q0 + 4, np); k++)
-      any = any || sees(sm, k, r, b);
-    if (!any)
-      return;
-  }
-  uint32_t bf[4][2];
-  const int bq = q0 + (gid >> 1);
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    const int32_t *plane = (gid & 1) ? sm.wq[min(bq, np - 1)].hi : sm.wq[min(bq, np - 1)].lo;
-    bf[g][0] = bq < np ? (uint32_t)plane[8 * g + 2 * tig] : 0u;
-    bf[g][1] = bq < np ? (uint32_t)plane[8 * g + 2 * tig + 1] : 0u;
-  }
-  /* This lane's pair: its row, head and causal keys in this block. */
+/* Where lane (gid, tig)'s pair of a quad scores: its buffer index (-1:
+ * none, or its row does not see block b of request r), row, head and
+ * causal keys in the block. */
+struct lane_pair {
   int mine, row, head, nkeys;
+};
+
+template <bool PREFILL>
+M3IDX_DEV lane_pair pair_of_lane(const gpu_call &c, const mma_smem &sm, int r, int s, int b,
+                                 int p0, int q0, int np) {
+  const int tig = threadIdx.x & 3;
+  lane_pair lp;
   if (PREFILL) {
-    mine = q0 + tig < np && sees(sm, q0 + tig, r, b) ? q0 + tig : -1;
-    const pair_at &at = sm.at[mine >= 0 ? mine : 0];
-    row = at.row, head = at.head, nkeys = mine >= 0 ? min(128, at.pos - b * 128 + 1) : 0;
+    lp.mine = q0 + tig < np && sees(sm, q0 + tig, r, b) ? q0 + tig : -1;
+    const pair_at &at = sm.at[lp.mine >= 0 ? lp.mine : 0];
+    lp.row = at.row, lp.head = at.head;
+    lp.nkeys = lp.mine >= 0 ? min(128, at.pos - b * 128 + 1) : 0;
   } else {
     const int H = c.num_heads, qlen = c.query_len;
-    mine = q0 + tig < np ? q0 + tig : -1;
-    const int p = p0 + (mine >= 0 ? mine : 0), j = p / H;
-    row = r * qlen + j, head = p % H;
-    nkeys = mine >= 0 ? min(128, s - qlen + j - b * 128 + 1) : 0;
+    lp.mine = q0 + tig < np ? q0 + tig : -1;
+    const int p = p0 + (lp.mine >= 0 ? lp.mine : 0), j = p / H;
+    lp.row = r * qlen + j, lp.head = p % H;
+    lp.nkeys = lp.mine >= 0 ? min(128, s - qlen + j - b * 128 + 1) : 0;
   }
-  const warp_query &wq = sm.wq[mine >= 0 ? mine : 0];
+  return lp;
+}
+
+/* The keys of the lane's pair whose A (a; valid: causal, no NaN scale;
+ * top: the pair's largest A) is within twice the bound of top, summed
+ * exactly; the block score to (head, row).  q0: the quad's first pair. */
+M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int b,
+                           int q0, const lane_pair &lp, const float a[16], uint32_t valid,
+                           float top) {
+  const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+  const warp_query &wq = sm.wq[lp.mine >= 0 ? lp.mine : 0];
   const bool filter = wq.bound < INFINITY;
-  const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
-  float a[16], top = -INFINITY;
-  uint32_t valid = 0;
-#pragma unroll
-  for (int t = 0; t < 8; t++) {
-    const uint8_t *k0 = page + 64 * (16 * t + gid), *k1 = k0 + 64 * 8;
-    const uint32_t s0 = key_scales(page, 16 * t + gid), s1 = key_scales(page, 16 * t + gid + 8);
-    float a0 = 0.0f, a1 = 0.0f;
-#pragma unroll
-    for (int g = 0; g < 4; g++) {
-      const uint32_t w0 = path_word<P>(*(const uint32_t *)(k0 + 16 * g + 4 * tig));
-      const uint32_t w1 = path_word<P>(*(const uint32_t *)(k1 + 16 * g + 4 * tig));
-      int d[4];
-      mma_group(code_bytes(w0), code_bytes(w1), code_bytes(w0 >> 16), code_bytes(w1 >> 16),
-                bf[g][0], bf[g][1], d);
-      const int sg0 = d[1] * 256 + d[0] - wq.bias[g], sg1 = d[3] * 256 + d[2] - wq.bias[g];
-      a0 = a0 + (float)sg0 * pow2_f((int)((s0 >> (8 * g)) & 255u) - emax);
-      a1 = a1 + (float)sg1 * pow2_f((int)((s1 >> (8 * g)) & 255u) - emax);
-    }
-    /* causal, and no NaN scale (whose logit is NaN, ignored) */
-    const bool v0 = 16 * t + gid < nkeys && m3idx__key_spread((const uint8_t *)&s0) != 255;
-    const bool v1 = 16 * t + gid + 8 < nkeys && m3idx__key_spread((const uint8_t *)&s1) != 255;
-    valid |= (v0 ? 1u : 0u) << (2 * t) | (v1 ? 1u : 0u) << (2 * t + 1);
-    a[2 * t] = filter && v0 ? sign * a0 : -INFINITY;
-    a[2 * t + 1] = filter && v1 ? sign * a1 : -INFINITY;
-    top = fmaxf(top, fmaxf(a[2 * t], a[2 * t + 1]));
-  }
   /* The pair's largest A: over the 8 lanes of the same tig. */
   for (int m = 4; m < 32; m <<= 1)
     top = fmaxf(top, M3IDX_SHFL_XOR(top, m));
@@ -157,8 +126,107 @@ M3IDX_DEV void score_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *
       m3idx__best_take_d(&best, d, c.scale);
   }
   merge_best_across(best, 4, c.scale);
-  if (gid == 0 && mine >= 0 && nkeys > 0)
-    store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
+  if (gid == 0 && lp.mine >= 0 && lp.nkeys > 0)
+    store_score(c, lp.head, lp.row, b, m3idx__best_logit(&best, c.scale));
+}
+
+/* Block b (page) of request r against NQ quads of pairs from q0 of the
+ * block's buffer (those below np that see it: in decode, pairs p0 + i of
+ * request r, whose seq_len is s; in prefill, as sm.at says).  Lane (gid,
+ * tig) = (lane / 4, lane % 4) decodes word tig of each key group of keys
+ * 16 t + gid and 16 t + gid + 8 (t = 0..7) once for the NQ quads, feeds
+ * each quad's MMA with column gid's digits (pair q0 + 4 quad + gid / 2,
+ * plane gid % 2) of the same elements, and forms A of the two keys for
+ * pair q0 + 4 quad + tig. */
+template <int P, bool PREFILL, int NQ>
+M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int r,
+                           int s, int b, int p0, int q0, int np, int emax) {
+  const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+  if (PREFILL) {
+    bool any = false;
+    for (int k = q0; k < min(q0 + 4 * NQ, np); k++)
+      any = any || sees(sm, k, r, b);
+    if (!any)
+      return;
+  }
+  uint32_t bf[NQ][4][2];
+  lane_pair lp[NQ];
+  bool filter[NQ];
+  float a[NQ][16], top[NQ];
+  uint32_t valid[NQ];
+#pragma unroll
+  for (int qd = 0; qd < NQ; qd++) {
+    const int bq = q0 + 4 * qd + (gid >> 1);
+    const warp_query &bw = sm.wq[min(bq, np - 1)];
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      const int32_t *plane = (gid & 1) ? bw.hi : bw.lo;
+      bf[qd][g][0] = bq < np ? (uint32_t)plane[8 * g + 2 * tig] : 0u;
+      bf[qd][g][1] = bq < np ? (uint32_t)plane[8 * g + 2 * tig + 1] : 0u;
+    }
+    lp[qd] = pair_of_lane<PREFILL>(c, sm, r, s, b, p0, q0 + 4 * qd, np);
+    filter[qd] = sm.wq[lp[qd].mine >= 0 ? lp[qd].mine : 0].bound < INFINITY;
+    top[qd] = -INFINITY;
+    valid[qd] = 0;
+  }
+  const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
+#pragma unroll
+  for (int t = 0; t < 8; t++) {
+    const uint8_t *k0 = page + 64 * (16 * t + gid), *k1 = k0 + 64 * 8;
+    const uint32_t s0 = key_scales(page, 16 * t + gid), s1 = key_scales(page, 16 * t + gid + 8);
+    float a0[NQ], a1[NQ];
+#pragma unroll
+    for (int qd = 0; qd < NQ; qd++)
+      a0[qd] = a1[qd] = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      const uint32_t w0 = path_word<P>(*(const uint32_t *)(k0 + 16 * g + 4 * tig));
+      const uint32_t w1 = path_word<P>(*(const uint32_t *)(k1 + 16 * g + 4 * tig));
+      const uint32_t x0 = code_bytes(w0), x1 = code_bytes(w1);
+      const uint32_t x2 = code_bytes(w0 >> 16), x3 = code_bytes(w1 >> 16);
+      const float f0 = pow2_f((int)((s0 >> (8 * g)) & 255u) - emax);
+      const float f1 = pow2_f((int)((s1 >> (8 * g)) & 255u) - emax);
+#pragma unroll
+      for (int qd = 0; qd < NQ; qd++) {
+        int d[4];
+        mma_group(x0, x1, x2, x3, bf[qd][g][0], bf[qd][g][1], d);
+        const int bias = sm.wq[lp[qd].mine >= 0 ? lp[qd].mine : 0].bias[g];
+        a0[qd] = a0[qd] + (float)(d[1] * 256 + d[0] - bias) * f0;
+        a1[qd] = a1[qd] + (float)(d[3] * 256 + d[2] - bias) * f1;
+      }
+    }
+    /* causal, and no NaN scale (whose logit is NaN, ignored) */
+    const bool n0 = m3idx__key_spread((const uint8_t *)&s0) != 255;
+    const bool n1 = m3idx__key_spread((const uint8_t *)&s1) != 255;
+#pragma unroll
+    for (int qd = 0; qd < NQ; qd++) {
+      const bool v0 = n0 && 16 * t + gid < lp[qd].nkeys;
+      const bool v1 = n1 && 16 * t + gid + 8 < lp[qd].nkeys;
+      valid[qd] |= (v0 ? 1u : 0u) << (2 * t) | (v1 ? 1u : 0u) << (2 * t + 1);
+      a[qd][2 * t] = filter[qd] && v0 ? sign * a0[qd] : -INFINITY;
+      a[qd][2 * t + 1] = filter[qd] && v1 ? sign * a1[qd] : -INFINITY;
+      top[qd] = fmaxf(top[qd], fmaxf(a[qd][2 * t], a[qd][2 * t + 1]));
+    }
+  }
+#pragma unroll
+  for (int qd = 0; qd < NQ; qd++)
+    finish_quad(c, sm, page, b, q0 + 4 * qd, lp[qd], a[qd], valid[qd], top[qd]);
+}
+
+/* The quads of pairs q0 = 0, 4, ... of the buffer against a page, NQMAX
+ * (1 or 2) at a time while more than one is left. */
+template <int P, bool PREFILL, int NQMAX>
+M3IDX_DEV void score_page(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int r,
+                          int s, int b, int p0, int np, int emax) {
+  for (int q0 = 0; q0 < np;) {
+    if (NQMAX == 2 && np - q0 > 4) {
+      score_quads<P, PREFILL, 2>(c, sm, page, r, s, b, p0, q0, np, emax);
+      q0 += 8;
+    } else {
+      score_quads<P, PREFILL, 1>(c, sm, page, r, s, b, p0, q0, np, emax);
+      q0 += 4;
+    }
+  }
 }
 
 /* The page's largest scale byte but 255 (0 if every byte is 255). */
@@ -177,13 +245,16 @@ M3IDX_DEV int page_emax(const uint8_t *page) {
   return emax;
 }
 
+/* Registers for NQMAX quads a pass: 128 (4 blocks an SM) hold one quad's
+ * 16 keys a lane, 168 (3 blocks) two quads' (a few bytes spill). */
+#define MMA_BLOCKS_PER_SM(NQMAX) ((NQMAX) == 1 ? 4 : 3)
+
 /* Blocks take work-map entries; for each, the pairs MMA_PAIRS at a time
  * into shared memory, then each warp a page of the entry for all of them,
- * four at a time.  Up to 128 registers (4 blocks an SM) hold a lane's
- * 16 keys without spilling. */
-template <int P>
-__global__ void __launch_bounds__(FP64_THREADS, 4) score_decode_mma(gpu_call c, const int32_t *map,
-                                                                    int capacity) {
+ * NQMAX quads at a time. */
+template <int P, int NQMAX>
+__global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(NQMAX))
+    score_decode_mma(gpu_call c, const int32_t *map, int capacity) {
   __shared__ mma_smem sm;
   if (threadIdx.x < 16)
     sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
@@ -206,8 +277,7 @@ __global__ void __launch_bounds__(FP64_THREADS, 4) score_decode_mma(gpu_call c, 
         if (page == nullptr)
           continue;
         const int emax = page_emax(page);
-        for (int q0 = 0; q0 < np; q0 += 4)
-          score_quad<P, false>(c, sm, page, r, s, b0 + k, p0, q0, np, emax);
+        score_page<P, false, NQMAX>(c, sm, page, r, s, b0 + k, p0, np, emax);
       }
     }
   }
@@ -218,7 +288,8 @@ __global__ void __launch_bounds__(FP64_THREADS, 4) score_decode_mma(gpu_call c, 
  * queries into shared memory, then each warp a page for all of them, four
  * pairs at a time, once for each request among them. */
 template <int P>
-__global__ void __launch_bounds__(FP64_THREADS, 4) score_prefill_mma(gpu_call c, int ntiles) {
+__global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(2))
+    score_prefill_mma(gpu_call c, int ntiles) {
   __shared__ mma_smem sm;
   if (threadIdx.x < 16)
     sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
@@ -252,8 +323,7 @@ __global__ void __launch_bounds__(FP64_THREADS, 4) score_prefill_mma(gpu_call c,
         if (page == nullptr)
           continue;
         const int emax = page_emax(page);
-        for (int q0 = 0; q0 < np; q0 += 4)
-          score_quad<P, true>(c, sm, page, r, 0, b, 0, q0, np, emax);
+        score_page<P, true, 2>(c, sm, page, r, 0, b, 0, np, emax);
       }
   }
 }
@@ -274,12 +344,22 @@ hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s) 
 hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map, int capacity,
                                       hipStream_t s) {
   const int grid = capacity < c->one_grid ? capacity : c->one_grid;
-  if (c->path == M3IDX_GPU_PATH_FAST_BROKEN)
-    hipLaunchKernelGGL(score_decode_mma<M3IDX_GPU_PATH_FAST_BROKEN>, dim3(grid),
-                       dim3(FP64_THREADS), 0, s, *c, map, capacity);
-  else
-    hipLaunchKernelGGL(score_decode_mma<M3IDX_GPU_PATH_FAST>, dim3(grid), dim3(FP64_THREADS), 0,
-                       s, *c, map, capacity);
+  const bool broken = c->path == M3IDX_GPU_PATH_FAST_BROKEN;
+  const dim3 g(grid), blk(FP64_THREADS);
+  if (c->query_len * c->num_heads <= 4) { /* one quad */
+    if (broken)
+      hipLaunchKernelGGL((score_decode_mma<M3IDX_GPU_PATH_FAST_BROKEN, 1>), g, blk, 0, s, *c, map,
+                         capacity);
+    else
+      hipLaunchKernelGGL((score_decode_mma<M3IDX_GPU_PATH_FAST, 1>), g, blk, 0, s, *c, map,
+                         capacity);
+  } else if (broken) {
+    hipLaunchKernelGGL((score_decode_mma<M3IDX_GPU_PATH_FAST_BROKEN, 2>), g, blk, 0, s, *c, map,
+                       capacity);
+  } else {
+    hipLaunchKernelGGL((score_decode_mma<M3IDX_GPU_PATH_FAST, 2>), g, blk, 0, s, *c, map,
+                       capacity);
+  }
   return hipGetLastError();
 }
 
