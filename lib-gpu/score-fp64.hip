@@ -36,7 +36,7 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     const int t = lane + 32 * i;
-    scales[i] = *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t);
+    scales[i] = key_scales(page, t);
 #pragma unroll
     for (int g = 0; g < 4; g++) {
       const int e = (int)((scales[i] >> (8 * g)) & 255u);
@@ -59,24 +59,14 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
     top = fmaxf(top, a[i]);
   }
   top = warp_fold<P>(top, [](float x, float y) { return fmaxf(x, y); });
-  /* The key of the largest D has A >= top - 2 bound; |top| 2^-20 more
-     covers the rounding of the subtraction.  A NaN or infinite A (fp32
-     overflow) or top leaves every key to the exact sums. */
-  const float floor = top - (2.0f * wq.bound + fabsf(top) * 0x1p-20f);
-  const bool all = !filter || !(fabsf(top) < INFINITY) || !(floor > -INFINITY);
+  const filter_floor f = floor_of(wq, top);
   m3idx__block_best best;
   m3idx__best_start(&best);
   int pending = 0; /* this lane's keys for the warp's fp64 sums */
-  for (int i = 0; i < 4; i++) {
-    const int t = lane + 32 * i;
-    if (!((valid >> i) & 1) || !(all || a[i] >= floor || !(fabsf(a[i]) < INFINITY)))
-      continue;
-    const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
-    if (m3idx__key_spread(sc) <= wq.spread)
+  for (int i = 0; i < 4; i++)
+    if (((valid >> i) & 1) && may_hold(f, a[i]) &&
+        defer_to_fp64(best, wq, page, lane + 32 * i, c.scale))
       pending |= 1 << i;
-    else
-      m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, c.scale));
-  }
   /* The pending keys one at a time, lowest first, each summed by the
      whole warp (usually one a page; a lane alone took 128 dependent
      fp64 multiply-adds). */
@@ -86,8 +76,7 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
       break;
     if ((t & 31) == lane)
       pending &= pending - 1;
-    const double d = warp_key_dot(sm.e2m1, wq, page + 64 * t,
-                                  *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t));
+    const double d = warp_key_dot(sm.e2m1, wq, page + 64 * t, key_scales(page, t));
     m3idx__best_take_d(&best, d, c.scale);
   }
   merge_best_across(best, 1, c.scale);

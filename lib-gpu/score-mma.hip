@@ -50,10 +50,6 @@ M3IDX_DEV void mma_group(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uin
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
 }
 
-M3IDX_DEV uint32_t key_scales(const uint8_t *page, int t) {
-  return *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t);
-}
-
 /* Where lane (gid, tig)'s pair of a quad scores: its buffer index (-1:
  * none, or its row does not see block b of request r), row, head and
  * causal keys in the block. */
@@ -89,26 +85,18 @@ M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const uint8_t 
                            float top) {
   const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   const warp_query &wq = sm.wq[lp.mine >= 0 ? lp.mine : 0];
-  const bool filter = wq.bound < INFINITY;
   /* The pair's largest A: over the 8 lanes of the same tig. */
   for (int m = 4; m < 32; m <<= 1)
     top = fmaxf(top, M3IDX_SHFL_XOR(top, m));
-  const float floor = top - (2.0f * wq.bound + fabsf(top) * 0x1p-20f);
-  const bool all = !filter || !(fabsf(top) < INFINITY) || !(floor > -INFINITY);
+  const filter_floor f = floor_of(wq, top);
   m3idx__block_best best;
   m3idx__best_start(&best);
   uint32_t pending = 0;
 #pragma unroll
-  for (int i = 0; i < 16; i++) {
-    const int t = 16 * (i >> 1) + gid + 8 * (i & 1);
-    if (!((valid >> i) & 1u) || !(all || a[i] >= floor || !(fabsf(a[i]) < INFINITY)))
-      continue;
-    const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
-    if (m3idx__key_spread(sc) <= wq.spread)
+  for (int i = 0; i < 16; i++)
+    if (((valid >> i) & 1u) && may_hold(f, a[i]) &&
+        defer_to_fp64(best, wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale))
       pending |= 1u << i;
-    else
-      m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, c.scale));
-  }
   /* The fp64 candidates one at a time, each summed by the whole warp with
      its pair's query; the lanes of that pair's tig keep it. */
   for (;;) {
@@ -256,8 +244,7 @@ template <int P, int NQMAX>
 __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(NQMAX))
     score_decode_mma(gpu_call c, const int32_t *map, int capacity) {
   __shared__ mma_smem sm;
-  if (threadIdx.x < 16)
-    sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+  fill_e2m1(sm.e2m1);
   const int warp = threadIdx.x >> 5, H = c.num_heads;
   const int qlen = c.query_len, pairs = qlen * H;
   for (int e = blockIdx.x; e < capacity; e += gridDim.x) {
@@ -291,8 +278,7 @@ template <int P>
 __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(2))
     score_prefill_mma(gpu_call c, int ntiles) {
   __shared__ mma_smem sm;
-  if (threadIdx.x < 16)
-    sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+  fill_e2m1(sm.e2m1);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = c.num_heads;
   const int b0 = blockIdx.x * MMA_PREFILL_BLOCKS, b1 = min(b0 + MMA_PREFILL_BLOCKS, c.width);
   const long long npairs = (long long)c.num_rows * H;

@@ -89,12 +89,22 @@ struct fp64_smem {
   warp_query wq[FP64_WARPS];
 };
 
+/* Threads 0..15 write code -> value into table (the caller syncs). */
+M3IDX_DEV void fill_e2m1(double *table) {
+  if (threadIdx.x < 16)
+    table[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+}
+
 M3IDX_DEV void fill_table(fp64_smem &sm) {
-  if (threadIdx.x < 16) {
-    sm.e2m1[threadIdx.x] = (double)m3idx__e2m1_value(threadIdx.x);
+  fill_e2m1(sm.e2m1);
+  if (threadIdx.x < 16)
     sm.e2m1f[threadIdx.x] = m3idx__e2m1_value(threadIdx.x);
-  }
   __syncthreads();
+}
+
+/* The four scale bytes of key t of page. */
+M3IDX_DEV uint32_t key_scales(const uint8_t *page, int t) {
+  return *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t);
 }
 
 /* The filter's bound.  key_filter sums each group's 32 products q * k in
@@ -234,6 +244,41 @@ M3IDX_DEV void merge_best_across(m3idx__block_best &best, int from, float scale)
     o.have_logit = M3IDX_SHFL_XOR(best.have_logit, m);
     m3idx__best_merge(&best, &o, scale);
   }
+}
+
+/* Which keys a pair's filter passes, from top, its largest A (sign(scale)
+ * times the approximation of D).  The key of the largest D has
+ * A >= top - 2 bound; |top| 2^-20 more covers the rounding of the
+ * subtraction.  No filter (bound +inf), or a NaN or infinite top (fp32
+ * overflow), passes every key. */
+struct filter_floor {
+  float floor;
+  bool all;
+};
+
+M3IDX_DEV filter_floor floor_of(const warp_query &wq, float top) {
+  filter_floor f;
+  f.floor = top - (2.0f * wq.bound + fabsf(top) * 0x1p-20f);
+  f.all = !(wq.bound < INFINITY) || !(fabsf(top) < INFINITY) || !(f.floor > -INFINITY);
+  return f;
+}
+
+/* Whether a valid key of approximation a may hold the largest D (a NaN
+ * or infinite a always may). */
+M3IDX_DEV bool may_hold(const filter_floor &f, float a) {
+  return f.all || a >= f.floor || !(fabsf(a) < INFINITY);
+}
+
+/* A key t that may hold the largest D: true when fp64 sums of it are exact
+ * for the pair's row (the caller sums it with the warp), else its exact
+ * logit goes into best now. */
+M3IDX_DEV bool defer_to_fp64(m3idx__block_best &best, const warp_query &wq, const uint8_t *page,
+                             int t, float scale) {
+  const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
+  if (m3idx__key_spread(sc) <= wq.spread)
+    return true;
+  m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, scale));
+  return false;
 }
 
 /* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
