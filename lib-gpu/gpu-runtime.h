@@ -12,12 +12,16 @@
 #define M3IDX_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 /* Lane src's v, within each group of 32 lanes (every lane takes part). */
 #define M3IDX_SHFL32(v, src) __shfl_sync(0xffffffffu, (v), (src), 32)
+/* Bit l: pred of lane l of the warp (every lane takes part). */
+#define M3IDX_BALLOT32(pred) __ballot_sync(0xffffffffu, (pred))
 /* The warp's lanes meet (shared memory written by some, read by others). */
 #define M3IDX_SYNCWARP() __syncwarp()
 #else
 #include <hip/hip_runtime.h>
 #define M3IDX_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
 #define M3IDX_SHFL32(v, src) __shfl((v), (src), 32)
+/* The 32 bits of the lane's half of a 64-lane wavefront. */
+#define M3IDX_BALLOT32(pred) ((uint32_t)(__ballot(pred) >> (__lane_id() & 32u)))
 /* A wavefront runs in lockstep; the barrier keeps the compiler from
    moving shared-memory accesses across it. */
 #define M3IDX_SYNCWARP() __builtin_amdgcn_wave_barrier()

@@ -6,7 +6,7 @@
  * Rounding is monotone, so a block's score is the rounding of its largest
  * D (the smallest for a negative scale), and only the keys that could hold
  * it need an exact sum.  Each lane first approximates its keys (A, within
- * the row's proven bound of D: key_filter; integer sums on NVIDIA, fp32
+ * the row's proven bound of D: lane_filter; integer sums on NVIDIA, fp32
  * sums elsewhere); the keys whose A is within
  * twice that bound of the warp's largest then sum their 128 products in
  * fp64, which is exact when the row's span and the key's scale spread
@@ -49,15 +49,9 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
   emax = warp_fold<P>(emax, MAX_OF(int));
   /* The filter looks for the largest of sign(scale) * D. */
   const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
-  float a[4], top = -INFINITY;
-  const bool filter = wq.bound < INFINITY;
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    a[i] = filter && ((valid >> i) & 1) ? sign * key_filter<P>(sm, wq, page + 64 * (lane + 32 * i),
-                                                             scales[i], emax)
-                                        : -INFINITY;
-    top = fmaxf(top, a[i]);
-  }
+  float a[4];
+  lane_filter<P>(sm, wq, page, scales, emax, valid, sign, a);
+  float top = fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3]));
   top = warp_fold<P>(top, [](float x, float y) { return fmaxf(x, y); });
   const filter_floor f = floor_of(wq, top);
   m3idx__block_best best;
@@ -70,16 +64,17 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
   /* The pending keys one at a time, lowest first, each summed by the
      whole warp (usually one a page; a lane alone took 128 dependent
      fp64 multiply-adds). */
-  for (;;) {
-    const int t = warp_fold<P>(pending ? 32 * (__ffs(pending) - 1) + lane : 1 << 30, MIN_OF(int));
-    if (t >= 128)
-      break;
-    if ((t & 31) == lane)
-      pending &= pending - 1;
-    const double d = warp_key_dot(sm.e2m1, wq, page + 64 * t, key_scales(page, t));
-    m3idx__best_take_d(&best, d, c.scale);
-  }
-  merge_best_across(best, 1, c.scale);
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    for (uint32_t m = M3IDX_BALLOT32((pending >> i) & 1); m != 0u; m &= m - 1u) {
+      const int t = 32 * i + __ffs((int)m) - 1;
+      m3idx__best_take_d(&best, warp_key_dot(sm.e2m1, wq, page + 64 * t, key_scales(page, t)),
+                         c.scale);
+    }
+  /* Every lane took the same fp64 sums; only a lane's own exact logits
+     (rare) need the warp's merge. */
+  if (M3IDX_BALLOT32(best.have_logit) != 0u)
+    merge_best_across(best, 1, c.scale);
   if (lane == 0)
     store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
 }

@@ -8,7 +8,7 @@
  * (rows; the value in halves + 12, as code_bytes gives them) by the two
  * digit planes of four pairs (8 columns: lo and hi of each), one group of
  * 32 elements at a time.  Every product and sum is an exact integer, and
- * A is then formed as key_filter_int forms it (same group order, same
+ * A is then formed as lane_filter_int forms it (same group order, same
  * operations), so it is the same float and the same keys pass.  Those keys
  * are summed in fp64 (or exactly) by the warp, as score_pair does.
  *
@@ -158,6 +158,7 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t 
     valid[qd] = 0;
   }
   const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
+  const code_tables tab = code_tables_now();
 #pragma unroll
   for (int t = 0; t < 8; t++) {
     const uint8_t *k0 = page + 64 * (16 * t + gid), *k1 = k0 + 64 * 8;
@@ -170,8 +171,8 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t 
     for (int g = 0; g < 4; g++) {
       const uint32_t w0 = path_word<P>(*(const uint32_t *)(k0 + 16 * g + 4 * tig));
       const uint32_t w1 = path_word<P>(*(const uint32_t *)(k1 + 16 * g + 4 * tig));
-      const uint32_t x0 = code_bytes(w0), x1 = code_bytes(w1);
-      const uint32_t x2 = code_bytes(w0 >> 16), x3 = code_bytes(w1 >> 16);
+      const uint32_t x0 = code_bytes(w0, tab), x1 = code_bytes(w1, tab);
+      const uint32_t x2 = code_bytes(w0 >> 16, tab), x3 = code_bytes(w1 >> 16, tab);
       const float f0 = pow2_f((int)((s0 >> (8 * g)) & 255u) - emax);
       const float f1 = pow2_f((int)((s1 >> (8 * g)) & 255u) - emax);
 #pragma unroll

@@ -72,7 +72,7 @@ struct alignas(16) warp_query { /* qf is read as float4 */
   double q[M3IDX_HEAD_DIM];
   float qf[M3IDX_HEAD_DIM];
   int spread;  /* m3idx__spread_allowed of the pair's row */
-  float bound; /* key_filter's error bound for this row; +inf: no filter */
+  float bound; /* lane_filter's error bound for this row; +inf: no filter */
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   /* The row cut for the integer filter (fast path): Q = q * 2^(13 - Hq) truncated
      (|Q| < 2^14), in two signed 8-bit digit planes, Q = 256 hi + lo; word
@@ -107,7 +107,7 @@ M3IDX_DEV uint32_t key_scales(const uint8_t *page, int t) {
   return *(const uint32_t *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t);
 }
 
-/* The filter's bound.  key_filter sums each group's 32 products q * k in
+/* The filter's bound.  key_filter_fp32 sums each group's 32 products q * k in
  * fp32 (k the e2m1 value, unscaled: every product is exact, subnormal
  * sums are exact), then adds the four sums times 2^(e_g - emax).  In units
  * of 2^(emax - 127), emax the page's largest scale byte but 255, D is the
@@ -153,17 +153,6 @@ M3IDX_DEV void cut_row(warp_query &wq) {
     sum += M3IDX_SHFL_XOR(sum, m);
   if ((lane & 7) == 0)
     wq.bias[lane >> 3] = M3IDX_CUT_CODE_BIAS * sum;
-}
-
-/* Bytes of the four codes in nibbles 0..3 of sel: value in halves + 12. */
-M3IDX_DEV uint32_t code_bytes(uint32_t sel) {
-  uint32_t pos, neg;
-  /* prmt: a selector nibble of 8 or more replicates the sign of the
-     byte it names, 0 for these tables, so each table answers only its
-     half of the codes. */
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(0x0f0e0d0cu), "r"(0x18141210u), "r"(sel));
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(0x090a0b0cu), "r"(0x00040608u), "r"(sel ^ 0x8888u));
-  return pos | neg;
 }
 
 M3IDX_DEV int dot4_u8s8(uint32_t a, int32_t b, int c) {
@@ -285,34 +274,70 @@ M3IDX_DEV bool defer_to_fp64(m3idx__block_best &best, const warp_query &wq, cons
 M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) << 23) : 0.0f; }
 
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-/* A of one key (lib/filter-cut.h): exact integer group sums, each times
- * 2^(e_g - emax) in fp32. */
+/* The prmt tables of code_bytes, held in registers: ptxas otherwise
+ * copies each constant into a register again before every prmt. */
+struct code_tables {
+  uint32_t pos, neg;
+};
+
+M3IDX_DEV code_tables code_tables_now() {
+  /* blockDim.x <= 1024, so the shift is 0, but ptxas cannot know it. */
+  const uint32_t zero = threadIdx.x >> 10;
+  return code_tables{0x0f0e0d0cu + zero, 0x090a0b0cu + zero};
+}
+
+/* Bytes of the four codes in nibbles 0..3 of sel: value in halves + 12.
+ * prmt: a selector nibble of 8 or more replicates the sign of the byte
+ * it names, 0 for these tables, so each table answers only its half of
+ * the codes. */
+M3IDX_DEV uint32_t code_bytes(uint32_t sel, const code_tables &t) {
+  uint32_t pos, neg;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(t.pos), "r"(0x18141210u), "r"(sel));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(t.neg), "r"(0x00040608u), "r"(sel ^ 0x8888u));
+  return pos | neg;
+}
+
+/* A of the lane's keys lane + 32 i (lib/filter-cut.h): exact integer
+ * group sums, each times 2^(e_g - emax) in fp32, added group by group.
+ * The loop runs over groups first, so that a group's query digits are
+ * read once for the four keys and their four code loads are in flight
+ * together. */
 template <int P>
-M3IDX_DEV float key_filter_int(const warp_query &wq, const uint8_t *key, uint32_t scales,
-                               int emax) {
-  float a = 0.0f;
+M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page,
+                               const uint32_t scales[4], int emax, float a[4]) {
+  const int lane = threadIdx.x & 31;
+  const code_tables tab = code_tables_now();
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    a[i] = 0.0f;
 #pragma unroll
   for (int g = 0; g < 4; g++) {
-    const uint4 raw = *(const uint4 *)(key + 16 * g);
-    const uint32_t w[4] = {path_word<P>(raw.x), path_word<P>(raw.y), path_word<P>(raw.z),
-                           path_word<P>(raw.w)};
+    uint4 raw[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      raw[i] = *(const uint4 *)(page + 64 * (lane + 32 * i) + 16 * g);
     const int4 l0 = *(const int4 *)&wq.lo[8 * g], l1 = *(const int4 *)&wq.lo[8 * g + 4];
     const int4 h0 = *(const int4 *)&wq.hi[8 * g], h1 = *(const int4 *)&wq.hi[8 * g + 4];
     const int32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
     const int32_t hi[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-    int sl = 0, sh = 0;
+    const int bias = wq.bias[g];
 #pragma unroll
-    for (int i = 0; i < 4; i++) { /* word i: elements 8i .. 8i + 7 of the group */
-      const uint32_t k0 = code_bytes(w[i]), k1 = code_bytes(w[i] >> 16);
-      sl = dot4_u8s8(k0, lo[2 * i], sl);
-      sh = dot4_u8s8(k0, hi[2 * i], sh);
-      sl = dot4_u8s8(k1, lo[2 * i + 1], sl);
-      sh = dot4_u8s8(k1, hi[2 * i + 1], sh);
+    for (int i = 0; i < 4; i++) {
+      const uint32_t w[4] = {path_word<P>(raw[i].x), path_word<P>(raw[i].y),
+                             path_word<P>(raw[i].z), path_word<P>(raw[i].w)};
+      int sl = 0, sh = 0;
+#pragma unroll
+      for (int j = 0; j < 4; j++) { /* word j: elements 8j .. 8j + 7 of the group */
+        const uint32_t k0 = code_bytes(w[j], tab), k1 = code_bytes(w[j] >> 16, tab);
+        sl = dot4_u8s8(k0, lo[2 * j], sl);
+        sh = dot4_u8s8(k0, hi[2 * j], sh);
+        sl = dot4_u8s8(k1, lo[2 * j + 1], sl);
+        sh = dot4_u8s8(k1, hi[2 * j + 1], sh);
+      }
+      const int sg = sh * 256 + sl - bias;
+      a[i] = a[i] + (float)sg * pow2_f((int)((scales[i] >> (8 * g)) & 255u) - emax);
     }
-    const int sg = sh * 256 + sl - wq.bias[g];
-    a = a + (float)sg * pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
   }
-  return a;
 }
 #endif
 
@@ -366,14 +391,30 @@ M3IDX_DEV float key_filter_fp32(const fp64_smem &sm, const warp_query &wq, const
   return a;
 }
 
+/* A of the lane's keys lane + 32 i, i = 0 .. 3, as sign * A, or -inf
+ * for a key that valid leaves out (past the causal end, a NaN scale) and
+ * for every key when the pair has no filter. */
 template <int P>
-M3IDX_DEV float key_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *key,
-                           uint32_t scales, int emax) {
+M3IDX_DEV void lane_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *page,
+                           const uint32_t scales[4], int emax, int valid, float sign,
+                           float a[4]) {
+  const bool filter = wq.bound < INFINITY;
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  if (INT_FILTER(P))
-    return key_filter_int<P>(wq, key, scales, emax);
+  if (INT_FILTER(P)) {
+    if (filter)
+      lane_filter_int<P>(wq, page, scales, emax, a);
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      a[i] = filter && ((valid >> i) & 1) ? sign * a[i] : -INFINITY;
+    return;
+  }
 #endif
-  return key_filter_fp32<P>(sm, wq, key, scales, emax);
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    a[i] = filter && ((valid >> i) & 1)
+               ? sign * key_filter_fp32<P>(sm, wq, page + 64 * (lane + 32 * i), scales[i], emax)
+               : -INFINITY;
 }
 
 #endif /* M3IDX_GPU_SCORE_PARTS_H */
