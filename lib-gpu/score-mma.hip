@@ -171,8 +171,9 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t 
     for (int g = 0; g < 4; g++) {
       const uint32_t w0 = path_word<P>(*(const uint32_t *)(k0 + 16 * g + 4 * tig));
       const uint32_t w1 = path_word<P>(*(const uint32_t *)(k1 + 16 * g + 4 * tig));
-      const uint32_t x0 = code_bytes(w0, tab), x1 = code_bytes(w1, tab);
-      const uint32_t x2 = code_bytes(w0 >> 16, tab), x3 = code_bytes(w1 >> 16, tab);
+      uint32_t x0, x1, x2, x3;
+      code_bytes(w0, tab, x0, x2);
+      code_bytes(w1, tab, x1, x3);
       const float f0 = pow2_f((int)((s0 >> (8 * g)) & 255u) - emax);
       const float f1 = pow2_f((int)((s1 >> (8 * g)) & 255u) - emax);
 #pragma unroll

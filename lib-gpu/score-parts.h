@@ -286,15 +286,24 @@ M3IDX_DEV code_tables code_tables_now() {
   return code_tables{0x0f0e0d0cu + zero, 0x090a0b0cu + zero};
 }
 
-/* Bytes of the four codes in nibbles 0..3 of sel: value in halves + 12.
- * prmt: a selector nibble of 8 or more replicates the sign of the byte
- * it names, 0 for these tables, so each table answers only its half of
- * the codes. */
-M3IDX_DEV uint32_t code_bytes(uint32_t sel, const code_tables &t) {
-  uint32_t pos, neg;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pos) : "r"(t.pos), "r"(0x18141210u), "r"(sel));
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(neg) : "r"(t.neg), "r"(0x00040608u), "r"(sel ^ 0x8888u));
-  return pos | neg;
+M3IDX_DEV uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+/* Bytes of the eight codes of word w, value in halves + 12: lo of codes
+ * 0..3, hi of codes 4..7.  prmt: a selector nibble of 8 or more
+ * replicates the sign of the byte it names, 0 for these tables, so the
+ * table of w answers the codes of sign 0 and that of w ^ 0x88888888 those
+ * of sign 1.  The two answers share no byte and join by an add, and the
+ * upper halves come down by a multiply-high, so that ptxas may put both
+ * on the FMA pipe beside the ALU's prmt and lop3. */
+M3IDX_DEV void code_bytes(uint32_t w, const code_tables &t, uint32_t &lo, uint32_t &hi) {
+  const uint32_t x = w ^ 0x88888888u;
+  lo = prmt(t.pos, 0x18141210u, w) + prmt(t.neg, 0x00040608u, x);
+  hi = prmt(t.pos, 0x18141210u, __umulhi(w, 0x10000u)) +
+       prmt(t.neg, 0x00040608u, __umulhi(x, 0x10000u));
 }
 
 /* A of the lane's keys lane + 32 i (lib/filter-cut.h): exact integer
@@ -328,7 +337,8 @@ M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page,
       int sl = 0, sh = 0;
 #pragma unroll
       for (int j = 0; j < 4; j++) { /* word j: elements 8j .. 8j + 7 of the group */
-        const uint32_t k0 = code_bytes(w[j], tab), k1 = code_bytes(w[j] >> 16, tab);
+        uint32_t k0, k1;
+        code_bytes(w[j], tab, k0, k1);
         sl = dot4_u8s8(k0, lo[2 * j], sl);
         sh = dot4_u8s8(k0, hi[2 * j], sh);
         sl = dot4_u8s8(k1, lo[2 * j + 1], sl);
