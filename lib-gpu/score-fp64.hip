@@ -31,26 +31,27 @@ template <int P>
 M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_query &wq,
                           const uint8_t *page, int nkeys, int head, int row, int b) {
   const int lane = threadIdx.x & 31;
+  uint4 first[4];
+  lane_first_words<P>(page, first);
   uint32_t scales[4];
   int emax = 0, valid = 0;
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     const int t = lane + 32 * i;
     scales[i] = key_scales(page, t);
-#pragma unroll
-    for (int g = 0; g < 4; g++) {
-      const int e = (int)((scales[i] >> (8 * g)) & 255u);
-      emax = e != 255 ? max(emax, e) : emax;
-    }
+    /* emax: the largest byte but 255 (which counts as 0 here) */
+    const uint32_t nan = m3idx__nan_scale_bytes(scales[i]), e = scales[i] & ~nan;
+    emax = max(max(emax, (int)(e & 255u)), max((int)((e >> 8) & 255u), (int)((e >> 16) & 255u)));
+    emax = max(emax, (int)(e >> 24));
     /* causal, and no NaN scale (whose logit is NaN, ignored) */
-    if (t < nkeys && m3idx__key_spread((const uint8_t *)&scales[i]) != 255)
+    if (t < nkeys && nan == 0u)
       valid |= 1 << i;
   }
   emax = warp_fold<P>(emax, MAX_OF(int));
   /* The filter looks for the largest of sign(scale) * D. */
   const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
   float a[4];
-  lane_filter<P>(sm, wq, page, scales, emax, valid, sign, a);
+  lane_filter<P>(sm, wq, page, first, scales, emax, valid, sign, a);
   float top = fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3]));
   top = warp_fold<P>(top, [](float x, float y) { return fmaxf(x, y); });
   const filter_floor f = floor_of(wq, top);

@@ -312,7 +312,7 @@ M3IDX_DEV void code_bytes(uint32_t w, const code_tables &t, uint32_t &lo, uint32
  * read once for the four keys and their four code loads are in flight
  * together. */
 template <int P>
-M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page,
+M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page, const uint4 first[4],
                                const uint32_t scales[4], int emax, float a[4]) {
   const int lane = threadIdx.x & 31;
   const code_tables tab = code_tables_now();
@@ -324,7 +324,7 @@ M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page,
     uint4 raw[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
-      raw[i] = *(const uint4 *)(page + 64 * (lane + 32 * i) + 16 * g);
+      raw[i] = g == 0 ? first[i] : *(const uint4 *)(page + 64 * (lane + 32 * i) + 16 * g);
     const int4 l0 = *(const int4 *)&wq.lo[8 * g], l1 = *(const int4 *)&wq.lo[8 * g + 4];
     const int4 h0 = *(const int4 *)&wq.hi[8 * g], h1 = *(const int4 *)&wq.hi[8 * g + 4];
     const int32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
@@ -404,15 +404,25 @@ M3IDX_DEV float key_filter_fp32(const fp64_smem &sm, const warp_query &wq, const
 /* A of the lane's keys lane + 32 i, i = 0 .. 3, as sign * A, or -inf
  * for a key that valid leaves out (past the causal end, a NaN scale) and
  * for every key when the pair has no filter. */
+/* Group 0's code words of the lane's keys, for NVIDIA's integer filter:
+ * loaded before the scale factors, whose page maximum the filter waits
+ * for, so that the two loads share one trip to memory. */
+template <int P> M3IDX_DEV void lane_first_words(const uint8_t *page, uint4 first[4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    first[i] = INT_FILTER(P) ? *(const uint4 *)(page + 64 * (lane + 32 * i)) : uint4{};
+}
+
 template <int P>
 M3IDX_DEV void lane_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *page,
-                           const uint32_t scales[4], int emax, int valid, float sign,
-                           float a[4]) {
+                           const uint4 first[4], const uint32_t scales[4], int emax, int valid,
+                           float sign, float a[4]) {
   const bool filter = wq.bound < INFINITY;
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   if (INT_FILTER(P)) {
     if (filter)
-      lane_filter_int<P>(wq, page, scales, emax, a);
+      lane_filter_int<P>(wq, page, first, scales, emax, a);
 #pragma unroll
     for (int i = 0; i < 4; i++)
       a[i] = filter && ((valid >> i) & 1) ? sign * a[i] : -INFINITY;

@@ -209,6 +209,15 @@ M3IDX_RULE int32_t m3idx__row_spread_allowed(const float *q) {
   return m3idx__spread_allowed(hi, lo, special);
 }
 
+/* The bytes of w (a key's four scale bytes) that are 255, a NaN scale,
+ * as 0xff, the others as 0: a byte b is nonzero exactly when
+ * ((b & 0x7f) + 0x7f) | b has its top bit set (no carry leaves a byte). */
+M3IDX_RULE uint32_t m3idx__nan_scale_bytes(uint32_t w) {
+  const uint32_t t = ~w;
+  const uint32_t nonzero = (((t & 0x7f7f7f7fu) + 0x7f7f7f7fu) | t) & 0x80808080u;
+  return ((nonzero ^ 0x80808080u) >> 7) * 255u;
+}
+
 /* emax - emin of a key's four scale bytes; 255 (a NaN scale) gives 255. */
 M3IDX_RULE int32_t m3idx__key_spread(const uint8_t *scales) {
   uint32_t lo = scales[0], hi = scales[0];
