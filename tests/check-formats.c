@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "m3idx.h"
+#include "spec-rules.h"
 #include "suite-main.h"
 
 static uint32_t bits(float f) {
@@ -110,6 +111,24 @@ START_TEST(e8m0) {
     float at = 6.0f * ldexpf(1.0f, e - 127);
     ck_assert_uint_eq(m3idx_e8m0_for_amax(at), e);
     ck_assert_uint_eq(m3idx_e8m0_for_amax(nextafterf(at, INFINITY)), e + 1);
+  }
+}
+END_TEST
+
+/* The GPU kernels' test of a key's scale word for NaN bytes (255): every
+ * word of bytes from a set with both neighbours of each carry edge. */
+START_TEST(nan_scale_bytes) {
+  static const uint8_t v[] = {0, 1, 2, 126, 127, 128, 129, 253, 254, 255};
+  for (int i = 0; i < 10000; i++) {
+    uint8_t b[4];
+    uint32_t w = 0, want = 0;
+    for (int g = 0; g < 4; g++) {
+      b[g] = v[(i / (int)(g == 0 ? 1 : g == 1 ? 10 : g == 2 ? 100 : 1000)) % 10];
+      w |= (uint32_t)b[g] << (8 * g);
+      want |= (b[g] == 255 ? 0xffu : 0u) << (8 * g);
+    }
+    ck_assert_uint_eq(m3idx__nan_scale_bytes(w), want);
+    ck_assert_int_eq(m3idx__key_spread(b) == 255, want != 0u);
   }
 }
 END_TEST
@@ -324,6 +343,7 @@ int main(void) {
   tcase_add_test(t, e4m3);
   tcase_add_test(t, e2m1);
   tcase_add_test(t, e8m0);
+  tcase_add_test(t, nan_scale_bytes);
   tcase_add_test(t, page_encode_hand_computed);
   tcase_add_test(t, page_round_trip);
   tcase_add_test(t, encode_keys);
