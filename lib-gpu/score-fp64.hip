@@ -39,12 +39,9 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
   for (int i = 0; i < 4; i++) {
     const int t = lane + 32 * i;
     scales[i] = key_scales(page, t);
-    /* emax: the largest byte but 255 (which counts as 0 here) */
-    const uint32_t nan = m3idx__nan_scale_bytes(scales[i]), e = scales[i] & ~nan;
-    emax = max(max(emax, (int)(e & 255u)), max((int)((e >> 8) & 255u), (int)((e >> 16) & 255u)));
-    emax = max(emax, (int)(e >> 24));
+    emax = max(emax, scale_max(scales[i]));
     /* causal, and no NaN scale (whose logit is NaN, ignored) */
-    if (t < nkeys && nan == 0u)
+    if (t < nkeys && m3idx__nan_scale_bytes(scales[i]) == 0u)
       valid |= 1 << i;
   }
   emax = warp_fold<P>(emax, MAX_OF(int));

@@ -174,8 +174,7 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t 
       uint32_t x0, x1, x2, x3;
       code_bytes(w0, tab, x0, x2);
       code_bytes(w1, tab, x1, x3);
-      const float f0 = pow2_f((int)((s0 >> (8 * g)) & 255u) - emax);
-      const float f1 = pow2_f((int)((s1 >> (8 * g)) & 255u) - emax);
+      const float f0 = group_scale(s0, g, emax), f1 = group_scale(s1, g, emax);
 #pragma unroll
       for (int qd = 0; qd < NQ; qd++) {
         int d[4];
@@ -222,17 +221,9 @@ M3IDX_DEV void score_page(const gpu_call &c, const mma_smem &sm, const uint8_t *
 /* The page's largest scale byte but 255 (0 if every byte is 255). */
 M3IDX_DEV int page_emax(const uint8_t *page) {
   int emax = 0;
-  for (int t = threadIdx.x & 31; t < 128; t += 32) {
-    const uint32_t sc = key_scales(page, t);
-#pragma unroll
-    for (int g = 0; g < 4; g++) {
-      const int x = (int)((sc >> (8 * g)) & 255u);
-      emax = x != 255 ? max(emax, x) : emax;
-    }
-  }
-  for (int m = 1; m < 32; m <<= 1)
-    emax = max(emax, M3IDX_SHFL_XOR(emax, m));
-  return emax;
+  for (int t = threadIdx.x & 31; t < 128; t += 32)
+    emax = max(emax, scale_max(key_scales(page, t)));
+  return warp_fold<M3IDX_GPU_PATH_PLAIN>(emax, MAX_OF(int));
 }
 
 /* Registers for NQMAX quads a pass: 128 (4 blocks an SM) hold one quad's

@@ -273,6 +273,20 @@ M3IDX_DEV bool defer_to_fp64(m3idx__block_best &best, const warp_query &wq, cons
 /* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
 M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) << 23) : 0.0f; }
 
+/* The factor of group g's sum in A: 2^(e_g - emax), e_g the group's byte
+ * of a key's scale word (every filter forms A with it). */
+M3IDX_DEV float group_scale(uint32_t scales, int g, int emax) {
+  return pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
+}
+
+/* The largest byte of a key's scale word but 255 (0 if every byte is 255):
+ * that key's share of the page's emax. */
+M3IDX_DEV int scale_max(uint32_t scales) {
+  const uint32_t e = scales & ~m3idx__nan_scale_bytes(scales);
+  return max(max((int)(e & 255u), (int)((e >> 8) & 255u)),
+             max((int)((e >> 16) & 255u), (int)(e >> 24)));
+}
+
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 /* The prmt tables of code_bytes, held in registers: ptxas otherwise
  * copies each constant into a register again before every prmt. */
@@ -345,7 +359,7 @@ M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page, const 
         sh = dot4_u8s8(k1, hi[2 * j + 1], sh);
       }
       const int sg = sh * 256 + sl - bias;
-      a[i] = a[i] + (float)sg * pow2_f((int)((scales[i] >> (8 * g)) & 255u) - emax);
+      a[i] = a[i] + (float)sg * group_scale(scales[i], g, emax);
     }
   }
 }
@@ -396,14 +410,11 @@ M3IDX_DEV float key_filter_fp32(const fp64_smem &sm, const warp_query &wq, const
           acc = fmaf(qq[j], k[4 * h + j], acc);
       }
     }
-    a = a + acc * pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
+    a = a + acc * group_scale(scales, g, emax);
   }
   return a;
 }
 
-/* A of the lane's keys lane + 32 i, i = 0 .. 3, as sign * A, or -inf
- * for a key that valid leaves out (past the causal end, a NaN scale) and
- * for every key when the pair has no filter. */
 /* Group 0's code words of the lane's keys, for NVIDIA's integer filter:
  * loaded before the scale factors, whose page maximum the filter waits
  * for, so that the two loads share one trip to memory. */
@@ -414,6 +425,9 @@ template <int P> M3IDX_DEV void lane_first_words(const uint8_t *page, uint4 firs
     first[i] = INT_FILTER(P) ? *(const uint4 *)(page + 64 * (lane + 32 * i)) : uint4{};
 }
 
+/* A of the lane's keys lane + 32 i, i = 0 .. 3, as sign * A, or -inf
+ * for a key that valid leaves out (past the causal end, a NaN scale) and
+ * for every key when the pair has no filter. */
 template <int P>
 M3IDX_DEV void lane_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *page,
                            const uint4 first[4], const uint32_t scales[4], int emax, int valid,
