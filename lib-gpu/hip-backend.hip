@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "buffer-plan.h"
 #include "kernels.h"
 #include "work-map.h"
 
@@ -193,7 +194,7 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
                                                          M3IDX_WORK_CHUNK_MIN);
   size_t score_bytes =
       (size_t)cfg->max_heads * (size_t)cfg->max_rows * (size_t)s->max_width * sizeof(float);
-  hipError_t e = m3idx_gpu_score_decode_setup(&s->one_grid);
+  hipError_t e = m3idx_gpu_score_decode_setup(s->path, &s->one_grid);
   if (e != hipSuccess) {
     snprintf(err->msg, sizeof err->msg, "setting up the scoring kernels (occupancy): %s",
              hipGetErrorString(e));
@@ -222,15 +223,6 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
 }
 
 /* ---- host-pointer staging ---------------------------------------------- */
-
-struct stage_plan {
-  size_t used = 0;
-  size_t take(size_t bytes) {
-    size_t at = used;
-    used += (bytes + 255) / 256 * 256;
-    return at;
-  }
-};
 
 static size_t query_bytes(const struct m3idx_call *c) {
   return (size_t)c->num_rows * (size_t)c->num_heads * 128 *
@@ -345,7 +337,7 @@ static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct 
   const int prefill = c->mode == M3IDX_MODE_PREFILL;
   const int scores_io = c->scores != NULL && c->stage != M3IDX_STAGE_TOPK &&
                         c->stage != M3IDX_STAGE_WORK_MAP;
-  stage_plan plan;
+  buffer_plan plan;
   size_t o_seq = plan.take((size_t)c->num_reqs * 4);
   size_t o_cu = prefill ? plan.take((size_t)(c->num_reqs + 1) * 4) : 0;
   size_t o_ctx = prefill ? plan.take((size_t)c->num_reqs * 4) : 0;

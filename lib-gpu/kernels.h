@@ -35,6 +35,28 @@
 #define M3IDX_GPU_PATH_FAST 1
 #define M3IDX_GPU_PATH_FAST_BROKEN 2
 
+/* A path as a type: the launchers call launch(path_type<P>()) for their
+ * kernel<P>, so that the choice among the paths is written here once. */
+template <int P> struct path_type {
+  static constexpr int value = P;
+};
+
+/* launch for one of the fast paths (FAST_BROKEN, or FAST for any other). */
+template <class F> void with_fast_path(int path, F launch) {
+  if (path == M3IDX_GPU_PATH_FAST_BROKEN)
+    launch(path_type<M3IDX_GPU_PATH_FAST_BROKEN>());
+  else
+    launch(path_type<M3IDX_GPU_PATH_FAST>());
+}
+
+/* launch for any path. */
+template <class F> void with_path(int path, F launch) {
+  if (path == M3IDX_GPU_PATH_PLAIN)
+    launch(path_type<M3IDX_GPU_PATH_PLAIN>());
+  else
+    with_fast_path(path, launch);
+}
+
 struct gpu_call {
   int mode;          /* 1 decode, 2 prefill */
   int num_reqs, num_heads, num_rows, max_seq_len, width, query_len;
@@ -65,10 +87,10 @@ hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s);
 hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map,
                                       int capacity, hipStream_t s);
 hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s);
-/* Once per device: *grid receives the most blocks a decode launch takes
- * (twice what stays resident), for gpu_call.one_grid; fixed for a
- * context, so that graph replays see one grid. */
-hipError_t m3idx_gpu_score_decode_setup(int *grid);
+/* Once per context: *grid receives the most blocks a decode launch of
+ * the path takes (twice what stays resident), for gpu_call.one_grid;
+ * fixed for the context, so that graph replays see one grid. */
+hipError_t m3idx_gpu_score_decode_setup(int path, int *grid);
 
 /* The scoring path for a context on `device' (arch: its target name):
  * *path receives M3IDX_GPU_PATH_FAST when the target has one and it

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer-plan.h"
 #include "kernels.h"
 #include "m3idx.h"
 #include "spec-rules.h"
@@ -148,18 +149,18 @@ static hipError_t run_path(const check_mem &m, int path, int one_grid, hipStream
 /* Run the batch on both paths and compare.  hipSuccess with *same set,
  * or the failed call's status with its name in *what. */
 static hipError_t self_check(int fast, int *same, char *diff, size_t n, const char **what) {
-  const size_t sizes[] = {(size_t)PAGES * M3IDX_PAGE_BYTES, ROWS * HEADS * M3IDX_HEAD_DIM * 2,
-                          REQS * WIDTH * 4, REQS * 4, (REQS + 1) * 4, REQS * 4, 0, 4,
-                          (DECODE_SCORES + PREFILL_SCORES) * 4};
   check_mem m{};
   m.chunk = m3idx__work_chunk_blocks(QLEN, HEADS);
   m.cap = (int)m3idx__work_map_capacity_of(REQS, WIDTH, m.chunk);
-  size_t off[9], total = 0;
-  for (int i = 0; i < 9; i++) {
-    off[i] = total;
-    total += ((i == 6 ? (size_t)m.cap * 8 : sizes[i]) + 255) / 256 * 256;
-  }
-  uint8_t *host = (uint8_t *)calloc(1, total + 2 * (DECODE_SCORES + PREFILL_SCORES) * 4);
+  const size_t score_bytes = (DECODE_SCORES + PREFILL_SCORES) * 4;
+  buffer_plan plan; /* the batch's arrays, the same offsets on host and device */
+  const size_t o_pages = plan.take((size_t)PAGES * M3IDX_PAGE_BYTES);
+  const size_t o_query = plan.take(ROWS * HEADS * M3IDX_HEAD_DIM * 2);
+  const size_t o_bt = plan.take(REQS * WIDTH * 4), o_seq = plan.take(sizeof seq_lens);
+  const size_t o_cu = plan.take(sizeof cu_seqlens_q), o_ctx = plan.take(sizeof context_lens);
+  const size_t o_map = plan.take((size_t)m.cap * 8), o_err = plan.take(4);
+  const size_t o_scores = plan.take(score_bytes), total = plan.used;
+  uint8_t *host = (uint8_t *)calloc(1, total + 2 * score_bytes);
   uint8_t *dev = NULL;
   hipStream_t st = NULL;
   hipError_t e = hipErrorOutOfMemory;
@@ -167,17 +168,18 @@ static hipError_t self_check(int fast, int *same, char *diff, size_t n, const ch
   if (host == NULL)
     return e;
   uint64_t seed = 0x6d33696478ull;
-  make_pages(host + off[0], &seed);
-  make_query((uint16_t *)(host + off[1]), &seed);
-  int32_t *bt = (int32_t *)(host + off[2]);
+  make_pages(host + o_pages, &seed);
+  make_query((uint16_t *)(host + o_query), &seed);
+  int32_t *bt = (int32_t *)(host + o_bt);
   for (int r = 0, id = 0; r < REQS; r++)
     for (int b = 0; b < WIDTH; b++)
       bt[r * WIDTH + b] = b * 128 < seq_lens[r] ? id++ : -1;
-  memcpy(host + off[3], seq_lens, sizeof seq_lens);
-  memcpy(host + off[4], cu_seqlens_q, sizeof cu_seqlens_q);
-  memcpy(host + off[5], context_lens, sizeof context_lens);
+  memcpy(host + o_seq, seq_lens, sizeof seq_lens);
+  memcpy(host + o_cu, cu_seqlens_q, sizeof cu_seqlens_q);
+  memcpy(host + o_ctx, context_lens, sizeof context_lens);
   float *plain = (float *)(host + total), *other = plain + DECODE_SCORES + PREFILL_SCORES;
-  int grid = 1;
+  /* A grid as large as the map: a launch takes no more blocks than that. */
+  const int grid = m.cap;
   unsigned bits = 0;
 #define TRY(call, name)                                                     \
   do {                                                                      \
@@ -185,25 +187,24 @@ static hipError_t self_check(int fast, int *same, char *diff, size_t n, const ch
       *what = name;                                                         \
   } while (0)
   e = hipSuccess;
-  TRY(m3idx_gpu_score_decode_setup(&grid), "occupancy of the decode kernel");
   TRY(hipStreamCreate(&st), "hipStreamCreate");
   TRY(hipMalloc((void **)&dev, total), "hipMalloc");
   if (e == hipSuccess) {
-    m.pages = dev + off[0];
-    m.query = (uint16_t *)(dev + off[1]);
-    m.bt = (int32_t *)(dev + off[2]);
-    m.seq = (int32_t *)(dev + off[3]);
-    m.cu = (int32_t *)(dev + off[4]);
-    m.ctx = (int32_t *)(dev + off[5]);
-    m.map = (int32_t *)(dev + off[6]);
-    m.err = (unsigned *)(dev + off[7]);
-    m.scores = (float *)(dev + off[8]);
+    m.pages = dev + o_pages;
+    m.query = (uint16_t *)(dev + o_query);
+    m.bt = (int32_t *)(dev + o_bt);
+    m.seq = (int32_t *)(dev + o_seq);
+    m.cu = (int32_t *)(dev + o_cu);
+    m.ctx = (int32_t *)(dev + o_ctx);
+    m.map = (int32_t *)(dev + o_map);
+    m.err = (unsigned *)(dev + o_err);
+    m.scores = (float *)(dev + o_scores);
   }
   TRY(hipMemcpyAsync(dev, host, total, hipMemcpyHostToDevice, st), "copy to device");
   TRY(run_path(m, M3IDX_GPU_PATH_PLAIN, grid, st), "the plain path's kernels");
-  TRY(hipMemcpyAsync(plain, m.scores, sizes[8], hipMemcpyDeviceToHost, st), "copy to host");
+  TRY(hipMemcpyAsync(plain, m.scores, score_bytes, hipMemcpyDeviceToHost, st), "copy to host");
   TRY(run_path(m, fast, grid, st), "the fast path's kernels");
-  TRY(hipMemcpyAsync(other, m.scores, sizes[8], hipMemcpyDeviceToHost, st), "copy to host");
+  TRY(hipMemcpyAsync(other, m.scores, score_bytes, hipMemcpyDeviceToHost, st), "copy to host");
   TRY(hipMemcpyAsync(&bits, m.err, 4, hipMemcpyDeviceToHost, st), "copy to host");
   TRY(hipStreamSynchronize(st), "hipStreamSynchronize");
 #undef TRY

@@ -171,30 +171,23 @@ hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map, 
     return m3idx_gpu_score_decode_mma(c, map, capacity, s);
 #endif
   const int grid = capacity < c->one_grid ? capacity : c->one_grid;
-  switch (c->path) {
-  case M3IDX_GPU_PATH_FAST:
-    hipLaunchKernelGGL(score_decode_fp64<M3IDX_GPU_PATH_FAST>, dim3(grid), dim3(FP64_THREADS), 0,
+  with_path(c->path, [&](auto p) {
+    hipLaunchKernelGGL(score_decode_fp64<decltype(p)::value>, dim3(grid), dim3(FP64_THREADS), 0,
                        s, *c, map, capacity);
-    break;
-  case M3IDX_GPU_PATH_FAST_BROKEN:
-    hipLaunchKernelGGL(score_decode_fp64<M3IDX_GPU_PATH_FAST_BROKEN>, dim3(grid),
-                       dim3(FP64_THREADS), 0, s, *c, map, capacity);
-    break;
-  default:
-    hipLaunchKernelGGL(score_decode_fp64<M3IDX_GPU_PATH_PLAIN>, dim3(grid), dim3(FP64_THREADS), 0,
-                       s, *c, map, capacity);
-  }
+  });
   return hipGetLastError();
 }
 
-hipError_t m3idx_gpu_score_decode_setup(int *grid) {
+hipError_t m3idx_gpu_score_decode_setup(int path, int *grid) {
   int device = 0, sms = 0, per_sm = 0;
   hipError_t e = hipGetDevice(&device);
   if (e == hipSuccess)
     e = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
   if (e == hipSuccess)
-    e = hipOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, score_decode_fp64<M3IDX_GPU_PATH_FAST>, FP64_THREADS, 0);
+    with_path(path, [&](auto p) {
+      e = hipOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, score_decode_fp64<decltype(p)::value>, FP64_THREADS, 0);
+    });
   *grid = 2 * (sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
   return e;
 }
@@ -209,18 +202,14 @@ hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s) {
   const long long ntiles = ((long long)c->num_rows * c->num_heads + PREFILL_PAIRS - 1) / PREFILL_PAIRS;
   const dim3 grid((unsigned)((c->width + PREFILL_BLOCKS - 1) / PREFILL_BLOCKS),
                   (unsigned)(ntiles < 65535 ? ntiles : 65535));
-  switch (c->path) {
-  case M3IDX_GPU_PATH_FAST:
-    hipLaunchKernelGGL(score_prefill_fp64<M3IDX_GPU_PATH_FAST>, grid, dim3(FP64_THREADS), 0, s,
-                       *c, (int)ntiles);
-    break;
-  case M3IDX_GPU_PATH_FAST_BROKEN:
-    hipLaunchKernelGGL(score_prefill_fp64<M3IDX_GPU_PATH_FAST_BROKEN>, grid, dim3(FP64_THREADS), 0,
-                       s, *c, (int)ntiles);
-    break;
-  default:
-    hipLaunchKernelGGL(score_prefill_fp64<M3IDX_GPU_PATH_PLAIN>, grid, dim3(FP64_THREADS), 0, s,
-                       *c, (int)ntiles);
-  }
+  const auto launch = [&](auto p) {
+    hipLaunchKernelGGL(score_prefill_fp64<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, *c,
+                       (int)ntiles);
+  };
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  launch(path_type<M3IDX_GPU_PATH_PLAIN>()); /* the fast path went to the tensor cores */
+#else
+  with_path(c->path, launch);
+#endif
   return hipGetLastError();
 }

@@ -113,7 +113,10 @@ M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const uint8_t 
     if (tig == (src & 3))
       m3idx__best_take_d(&best, d, c.scale);
   }
-  merge_best_across(best, 4, c.scale);
+  /* The lanes of a tig took the same fp64 sums; only a lane's own exact
+     logits (rare) need the merge. */
+  if (M3IDX_BALLOT32(best.have_logit) != 0u)
+    merge_best_across(best, 4, c.scale);
   if (gid == 0 && lp.mine >= 0 && lp.nkeys > 0)
     store_score(c, lp.head, lp.row, b, m3idx__best_logit(&best, c.scale));
 }
@@ -311,34 +314,26 @@ hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s) 
   const long long ntiles = ((long long)c->num_rows * c->num_heads + MMA_PAIRS - 1) / MMA_PAIRS;
   const dim3 grid((unsigned)((c->width + MMA_PREFILL_BLOCKS - 1) / MMA_PREFILL_BLOCKS),
                   (unsigned)(ntiles < 65535 ? ntiles : 65535));
-  if (c->path == M3IDX_GPU_PATH_FAST_BROKEN)
-    hipLaunchKernelGGL(score_prefill_mma<M3IDX_GPU_PATH_FAST_BROKEN>, grid, dim3(FP64_THREADS), 0,
-                       s, *c, (int)ntiles);
-  else
-    hipLaunchKernelGGL(score_prefill_mma<M3IDX_GPU_PATH_FAST>, grid, dim3(FP64_THREADS), 0, s,
-                       *c, (int)ntiles);
+  with_fast_path(c->path, [&](auto p) {
+    hipLaunchKernelGGL(score_prefill_mma<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, *c,
+                       (int)ntiles);
+  });
   return hipGetLastError();
 }
 
 hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map, int capacity,
                                       hipStream_t s) {
   const int grid = capacity < c->one_grid ? capacity : c->one_grid;
-  const bool broken = c->path == M3IDX_GPU_PATH_FAST_BROKEN;
   const dim3 g(grid), blk(FP64_THREADS);
-  if (c->query_len * c->num_heads <= 4) { /* one quad */
-    if (broken)
-      hipLaunchKernelGGL((score_decode_mma<M3IDX_GPU_PATH_FAST_BROKEN, 1>), g, blk, 0, s, *c, map,
+  const bool one_quad = c->query_len * c->num_heads <= 4;
+  with_fast_path(c->path, [&](auto p) {
+    if (one_quad)
+      hipLaunchKernelGGL((score_decode_mma<decltype(p)::value, 1>), g, blk, 0, s, *c, map,
                          capacity);
     else
-      hipLaunchKernelGGL((score_decode_mma<M3IDX_GPU_PATH_FAST, 1>), g, blk, 0, s, *c, map,
+      hipLaunchKernelGGL((score_decode_mma<decltype(p)::value, 2>), g, blk, 0, s, *c, map,
                          capacity);
-  } else if (broken) {
-    hipLaunchKernelGGL((score_decode_mma<M3IDX_GPU_PATH_FAST_BROKEN, 2>), g, blk, 0, s, *c, map,
-                       capacity);
-  } else {
-    hipLaunchKernelGGL((score_decode_mma<M3IDX_GPU_PATH_FAST, 2>), g, blk, 0, s, *c, map,
-                       capacity);
-  }
+  });
   return hipGetLastError();
 }
 
