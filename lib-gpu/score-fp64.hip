@@ -54,11 +54,17 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
   const filter_floor f = floor_of(wq, top);
   m3idx__block_best best;
   m3idx__best_start(&best);
-  int pending = 0; /* this lane's keys for the warp's fp64 sums */
+  /* The lane's keys that pass the filter (rarely any), then those of them
+     for the warp's fp64 sums. */
+  int pass = 0, pending = 0;
+#pragma unroll
   for (int i = 0; i < 4; i++)
-    if (((valid >> i) & 1) && may_hold(f, a[i]) &&
-        defer_to_fp64(best, wq, page, lane + 32 * i, c.scale))
+    pass |= (((valid >> i) & 1) && may_hold(f, a[i])) << i;
+  for (; pass != 0; pass &= pass - 1) {
+    const int i = __ffs(pass) - 1;
+    if (defer_to_fp64(best, wq, page, lane + 32 * i, c.scale))
       pending |= 1 << i;
+  }
   /* The pending keys one at a time, lowest first, each summed by the
      whole warp (usually one a page; a lane alone took 128 dependent
      fp64 multiply-adds). */

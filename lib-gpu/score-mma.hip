@@ -91,12 +91,17 @@ M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const uint8_t 
   const filter_floor f = floor_of(wq, top);
   m3idx__block_best best;
   m3idx__best_start(&best);
-  uint32_t pending = 0;
+  /* The lane's keys that pass the filter (rarely any), then those of them
+     for the warp's fp64 sums. */
+  uint32_t pass = 0, pending = 0;
 #pragma unroll
   for (int i = 0; i < 16; i++)
-    if (((valid >> i) & 1u) && may_hold(f, a[i]) &&
-        defer_to_fp64(best, wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale))
+    pass |= (uint32_t)(((valid >> i) & 1u) && may_hold(f, a[i])) << i;
+  for (; pass != 0u; pass &= pass - 1u) {
+    const int i = __ffs((int)pass) - 1;
+    if (defer_to_fp64(best, wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale))
       pending |= 1u << i;
+  }
   /* The fp64 candidates one at a time, each summed by the whole warp with
      its pair's query; the lanes of that pair's tig keep it. */
   for (;;) {
