@@ -54,17 +54,8 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
   const filter_floor f = floor_of(wq, top);
   m3idx__block_best best;
   m3idx__best_start(&best);
-  /* The lane's keys that pass the filter (rarely any), then those of them
-     for the warp's fp64 sums. */
-  int pass = 0, pending = 0;
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    pass |= (((valid >> i) & 1) && may_hold(f, a[i])) << i;
-  for (; pass != 0; pass &= pass - 1) {
-    const int i = __ffs(pass) - 1;
-    if (defer_to_fp64(best, wq, page, lane + 32 * i, c.scale))
-      pending |= 1 << i;
-  }
+  const uint32_t pending = fp64_candidates(best, wq, page, (uint32_t)valid, a, f, c.scale,
+                                           [lane](int i) { return lane + 32 * i; });
   /* The pending keys one at a time, lowest first, each summed by the
      whole warp (usually one a page; a lane alone took 128 dependent
      fp64 multiply-adds). */
@@ -75,10 +66,7 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
       m3idx__best_take_d(&best, warp_key_dot(sm.e2m1, wq, page + 64 * t, key_scales(page, t)),
                          c.scale);
     }
-  /* Every lane took the same fp64 sums; only a lane's own exact logits
-     (rare) need the warp's merge. */
-  if (M3IDX_BALLOT32(best.have_logit) != 0u)
-    merge_best_across(best, 1, c.scale);
+  merge_best_across(best, 1, c.scale); /* every lane took the same fp64 sums */
   if (lane == 0)
     store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
 }

@@ -81,7 +81,7 @@ M3IDX_DEV lane_pair pair_of_lane(const gpu_call &c, const mma_smem &sm, int r, i
  * top: the pair's largest A) is within twice the bound of top, summed
  * exactly; the block score to (head, row).  q0: the quad's first pair. */
 M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int b,
-                           int q0, const lane_pair &lp, const float a[16], uint32_t valid,
+                           int q0, const lane_pair &lp, const float (&a)[16], uint32_t valid,
                            float top) {
   const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   const warp_query &wq = sm.wq[lp.mine >= 0 ? lp.mine : 0];
@@ -91,17 +91,8 @@ M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const uint8_t 
   const filter_floor f = floor_of(wq, top);
   m3idx__block_best best;
   m3idx__best_start(&best);
-  /* The lane's keys that pass the filter (rarely any), then those of them
-     for the warp's fp64 sums. */
-  uint32_t pass = 0, pending = 0;
-#pragma unroll
-  for (int i = 0; i < 16; i++)
-    pass |= (uint32_t)(((valid >> i) & 1u) && may_hold(f, a[i])) << i;
-  for (; pass != 0u; pass &= pass - 1u) {
-    const int i = __ffs((int)pass) - 1;
-    if (defer_to_fp64(best, wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale))
-      pending |= 1u << i;
-  }
+  uint32_t pending = fp64_candidates(best, wq, page, valid, a, f, c.scale,
+                                     [gid](int i) { return 16 * (i >> 1) + gid + 8 * (i & 1); });
   /* The fp64 candidates one at a time, each summed by the whole warp with
      its pair's query; the lanes of that pair's tig keep it. */
   for (;;) {
@@ -118,10 +109,7 @@ M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const uint8_t 
     if (tig == (src & 3))
       m3idx__best_take_d(&best, d, c.scale);
   }
-  /* The lanes of a tig took the same fp64 sums; only a lane's own exact
-     logits (rare) need the merge. */
-  if (M3IDX_BALLOT32(best.have_logit) != 0u)
-    merge_best_across(best, 4, c.scale);
+  merge_best_across(best, 4, c.scale); /* the lanes of a tig took the same fp64 sums */
   if (gid == 0 && lp.mine >= 0 && lp.nkeys > 0)
     store_score(c, lp.head, lp.row, b, m3idx__best_logit(&best, c.scale));
 }

@@ -223,8 +223,12 @@ M3IDX_DEV double warp_key_dot(const double *e2m1, const warp_query &wq, const ui
 
 /* best merged with that of every lane whose number differs from this
  * lane's only in bits log2(from) .. 4 (from 1: the whole warp; 4: the
- * eight lanes of the same lane % 4). */
+ * eight lanes of the same lane % 4), for lanes that took the same fp64
+ * sums: then only a lane's own exact logits (rare) need the merge, and
+ * without one in the warp there is none. */
 M3IDX_DEV void merge_best_across(m3idx__block_best &best, int from, float scale) {
+  if (M3IDX_BALLOT32(best.have_logit) == 0u)
+    return;
   for (int m = from; m < 32; m <<= 1) {
     m3idx__block_best o;
     o.d = M3IDX_SHFL_XOR(best.d, m);
@@ -268,6 +272,26 @@ M3IDX_DEV bool defer_to_fp64(m3idx__block_best &best, const warp_query &wq, cons
     return true;
   m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, scale));
   return false;
+}
+
+/* The lane's N keys (key_of(i), approximation a[i], bit i of valid) that
+ * pass the floor, found without a branch a key (usually there is none),
+ * then each sent to defer_to_fp64: the result has bit i set for those the
+ * warp sums in fp64. */
+template <int N, class KeyOf>
+M3IDX_DEV uint32_t fp64_candidates(m3idx__block_best &best, const warp_query &wq,
+                                   const uint8_t *page, uint32_t valid, const float (&a)[N],
+                                   const filter_floor &f, float scale, KeyOf key_of) {
+  uint32_t pass = 0, pending = 0;
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    pass |= (uint32_t)(((valid >> i) & 1u) && may_hold(f, a[i])) << i;
+  for (; pass != 0u; pass &= pass - 1u) {
+    const int i = __ffs((int)pass) - 1;
+    if (defer_to_fp64(best, wq, page, key_of(i), scale))
+      pending |= 1u << i;
+  }
+  return pending;
 }
 
 /* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
