@@ -17,13 +17,16 @@
 /* A row cut for the vnni kernel's filter (row-digits.c): its elements as
  * integers Q of at most 15 bits, q * 2^(13 - Hq) truncated (Hq: the
  * exponent of its largest element), negated for a negative scale, in two
- * signed 8-bit digit planes (Q = 256 * hi + lo).  Entry 2i + h of lo and hi
- * holds, in byte b, the digit of element 8i + 2b + h: the elements that
- * dword i of a key's data holds in its low (h 0) or high (h 1) nibbles. */
+ * signed 8-bit digit planes (Q = 256 * hi + lo).  Laid out as the kernel
+ * reads a key tile: in lo[2c + h] and hi[2c + h], dword lane 4p + k holds,
+ * in byte b, the digit of element 8(4p + c) + 2b + h (the elements that
+ * dword 4p + c of a key holds in its low (h 0) or high (h 1) nibbles), the
+ * same for each k; bias lane 4p + k holds group p's bias. */
 struct m3idx_cpu_digits {
-  int32_t lo[32], hi[32];
-  int32_t bias[4]; /* 12 * the sum of each group's Q (the codes' bias) */
-  int32_t kind;    /* M3IDX_CPU_ROW_* */
+  _Alignas(64) int32_t lo[8][16];
+  _Alignas(64) int32_t hi[8][16];
+  _Alignas(64) int32_t bias[16]; /* 12 * the sum of each group's Q (the codes' bias) */
+  int32_t kind;                  /* M3IDX_CPU_ROW_* */
 };
 enum {
   M3IDX_CPU_ROW_FILTER, /* the digits above are set */

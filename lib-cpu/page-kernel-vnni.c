@@ -6,11 +6,12 @@
  * negative scale); only the keys that could hold that D need an exact sum.
  *
  * The filter: each row is cut to integers of 15 bits in two signed 8-bit
- * digit planes (row-digits.c); a tile of 16 keys is transposed so that
- * each lane is one key, its e2m1 codes decoded to unsigned bytes (the
- * value in halves, plus 12); vpdpbusd then sums each group's integer
- * products exactly, 64 an instruction, and the four group sums times
- * their scales give A, within M3IDX_CUT_ERROR units of the key's D
+ * digit planes (row-digits.c); a tile of 16 keys is transposed within
+ * 128-bit blocks so that each lane holds one group of one key, its e2m1
+ * codes decoded to unsigned bytes (the value in halves, plus 12);
+ * vpdpbusd then sums each group's integer products exactly, 64 an
+ * instruction, and the four group sums times their scales give A, within
+ * M3IDX_CUT_ERROR units of the key's D
  * (lib/filter-cut.h).  The keys whose A is within M3IDX_CUT_MARGIN of the
  * row's largest are scored exactly (take_key); no other key can hold the
  * block's largest D.
@@ -34,46 +35,35 @@
  * 12, then negated (unsigned bytes for vpdpbusd; the rows' bias undoes it). */
 #define CODE_BYTES 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
 
-/* x[j] (dword i = dword i of key j's data) -> y[i] (lane j = the same). */
-TARGET static INLINE void transpose16(const __m512i x[16], __m512i y[16]) {
-  __m512i z[16];
+/* x[j] holds key j's data; y[4a + c], lane 4p + k, is dword 4p + c of key
+ * 4a + k: a 4 x 4 transpose within each 128-bit block (which shuffles
+ * cheaply), so that block p holds group p of four keys. */
+TARGET static INLINE void transpose_blocks(const __m512i x[16], __m512i y[16]) {
 #pragma GCC unroll 4
   for (int a = 0; a < 4; a++) {
     const __m512i l01 = _mm512_unpacklo_epi32(x[4 * a], x[4 * a + 1]);
     const __m512i h01 = _mm512_unpackhi_epi32(x[4 * a], x[4 * a + 1]);
     const __m512i l23 = _mm512_unpacklo_epi32(x[4 * a + 2], x[4 * a + 3]);
     const __m512i h23 = _mm512_unpackhi_epi32(x[4 * a + 2], x[4 * a + 3]);
-    z[4 * a] = _mm512_unpacklo_epi64(l01, l23);
-    z[4 * a + 1] = _mm512_unpackhi_epi64(l01, l23);
-    z[4 * a + 2] = _mm512_unpacklo_epi64(h01, h23);
-    z[4 * a + 3] = _mm512_unpackhi_epi64(h01, h23);
-  }
-  /* z[4a + c], 128-bit part p: dword 4p + c of keys 4a .. 4a + 3. */
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; c++) {
-    const __m512i u0 = _mm512_shuffle_i32x4(z[c], z[4 + c], 0x44);
-    const __m512i u1 = _mm512_shuffle_i32x4(z[c], z[4 + c], 0xee);
-    const __m512i u2 = _mm512_shuffle_i32x4(z[8 + c], z[12 + c], 0x44);
-    const __m512i u3 = _mm512_shuffle_i32x4(z[8 + c], z[12 + c], 0xee);
-    y[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
-    y[4 + c] = _mm512_shuffle_i32x4(u0, u2, 0xdd);
-    y[8 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
-    y[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xdd);
+    y[4 * a] = _mm512_unpacklo_epi64(l01, l23);
+    y[4 * a + 1] = _mm512_unpackhi_epi64(l01, l23);
+    y[4 * a + 2] = _mm512_unpacklo_epi64(h01, h23);
+    y[4 * a + 3] = _mm512_unpackhi_epi64(h01, h23);
   }
 }
 
-/* Keys 16 tile .. 16 tile + 15 of page: v[2i + h] lane j holds the
- * code bytes of the elements in dword i's low (h 0) or high (h 1)
- * nibbles of key j; sc[g] lane j is 2^(e_g - emax) of key j in fp32 (0
- * below fp32's normals); the result has bit j set for a key whose scale
- * bytes hold no 255. */
+/* Keys 16 tile .. 16 tile + 15 of page: v[2i + h] lane 4p + k holds the
+ * code bytes of the elements in the low (h 0) or high (h 1) nibbles of
+ * y[i]'s dword (transpose_blocks); sc[a] lane 4p + k is 2^(e_p - emax) of
+ * key 4a + k in fp32 (0 below fp32's normals); the result has bit j set
+ * for a key j whose scale bytes hold no 255. */
 TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t emax,
                                           __m512i v[32], __m512 sc[4]) {
   __m512i x[16], y[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; j++)
     x[j] = _mm512_loadu_si512(page + 64 * (16 * tile + j));
-  transpose16(x, y);
+  transpose_blocks(x, y);
   const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
   const __m512i nib = _mm512_set1_epi8(15);
 #pragma GCC unroll 16
@@ -83,11 +73,15 @@ TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t
   }
   const __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 64 * tile);
   const __m512i bias = _mm512_set1_epi32(127 - emax), byte = _mm512_set1_epi32(255);
+  const __m512i group = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
+  /* keys 4a .. 4a + 3 in every block, block p shifted to its byte p */
+  const __m512i quad[4] = {_mm512_shuffle_i32x4(s, s, 0x00), _mm512_shuffle_i32x4(s, s, 0x55),
+                           _mm512_shuffle_i32x4(s, s, 0xaa), _mm512_shuffle_i32x4(s, s, 0xff)};
 #pragma GCC unroll 4
-  for (int g = 0; g < 4; g++) {
-    __m512i e = _mm512_and_si512(_mm512_srli_epi32(s, 8 * g), byte);
+  for (int a = 0; a < 4; a++) {
+    __m512i e = _mm512_and_si512(_mm512_srlv_epi32(quad[a], group), byte);
     e = _mm512_max_epi32(_mm512_add_epi32(e, bias), _mm512_setzero_si512());
-    sc[g] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_min_epi32(e, byte), 23));
+    sc[a] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_min_epi32(e, byte), 23));
   }
   uint64_t nan = _mm512_cmpeq_epi8_mask(s, _mm512_set1_epi8((char)0xff));
   nan |= nan >> 1;
@@ -95,29 +89,37 @@ TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t
   return ~(uint32_t)_pext_u64(nan, 0x1111111111111111ull) & 0xffffu;
 }
 
-/* A of the tile's 16 keys for one row: eight sums in flight (four
- * groups, two planes), so that vpdpbusd's latency is hidden. */
+/* A of the tile's 16 keys for one row: eight sums in flight (four key
+ * quads, two planes), so that vpdpbusd's latency is hidden; each lane sums
+ * one group of one key, and the four groups' products with their scales
+ * are added across the blocks at the end. */
 TARGET static INLINE __m512 filter_tile(const __m512i v[32], const __m512 sc[4],
                                         const struct m3idx_cpu_digits *dg) {
   __m512i lo[4], hi[4];
 #pragma GCC unroll 4
-  for (int g = 0; g < 4; g++)
-    lo[g] = hi[g] = _mm512_setzero_si512();
+  for (int a = 0; a < 4; a++)
+    lo[a] = hi[a] = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int m = 0; m < 8; m++)
 #pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-      lo[g] = _mm512_dpbusd_epi32(lo[g], v[8 * g + m], _mm512_set1_epi32(dg->lo[8 * g + m]));
-      hi[g] = _mm512_dpbusd_epi32(hi[g], v[8 * g + m], _mm512_set1_epi32(dg->hi[8 * g + m]));
+    for (int a = 0; a < 4; a++) {
+      lo[a] = _mm512_dpbusd_epi32(lo[a], v[8 * a + m], _mm512_load_si512(dg->lo[m]));
+      hi[a] = _mm512_dpbusd_epi32(hi[a], v[8 * a + m], _mm512_load_si512(dg->hi[m]));
     }
-  __m512 a = _mm512_setzero_ps();
+  __m512 t[4];
 #pragma GCC unroll 4
-  for (int g = 0; g < 4; g++) {
-    const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi[g], 8), lo[g]),
-                                       _mm512_set1_epi32(dg->bias[g]));
-    a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc[g], a);
+  for (int a = 0; a < 4; a++) {
+    const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi[a], 8), lo[a]),
+                                       _mm512_load_si512(dg->bias));
+    t[a] = _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc[a]);
   }
-  return a;
+  /* block a of the result: the four blocks of t[a] added */
+  const __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(t[0], t[1], 0x44),
+                                   _mm512_shuffle_f32x4(t[0], t[1], 0xee));
+  const __m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(t[2], t[3], 0x44),
+                                   _mm512_shuffle_f32x4(t[2], t[3], 0xee));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, 0x88),
+                       _mm512_shuffle_f32x4(t01, t23, 0xdd));
 }
 
 /* The page's largest scale byte but 255 (0 if every byte is 255). */
