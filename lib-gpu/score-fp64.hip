@@ -102,16 +102,22 @@ __global__ void FP64_BOUNDS score_decode_fp64(gpu_call c, const int32_t *map, in
        and a warp whose pair repeats keeps its query. */
     const int pairs = qlen * H;
     for (int it = warp; it < count * pairs; it += FP64_WARPS) {
-      const int b = b0 + it / pairs, p = it % pairs;
-      /* With several pairs a request, the warp that scores a page's first
-         pair asks for the page the warp scores it FP64_WARPS items on
-         (with one pair, the warps' own loads keep memory busy enough). */
-      if (pairs > 1 && p == 0 && it / pairs + FP64_WARPS < count)
-        prefetch_page(c, r, b + FP64_WARPS);
+      /* Item it: block b0 + it / pairs, pair it % pairs (with one pair a
+         request, no division: it cost 3% of the kernel's instructions). */
+      int b = b0 + it, j = 0, head = 0;
+      if (pairs > 1) {
+        const int p = it % pairs;
+        b = b0 + it / pairs, j = p / H, head = p % H;
+        /* The warp that scores a page's first pair asks for the page the
+           warp scores it FP64_WARPS items on (with one pair, the warps'
+           own loads keep memory busy enough). */
+        if (p == 0 && it / pairs + FP64_WARPS < count)
+          prefetch_page(c, r, b + FP64_WARPS);
+      }
       const uint8_t *page = page_of(c, r, b);
       if (page == nullptr)
         continue;
-      const int j = p / H, head = p % H, row = r * qlen + j, pos = s - qlen + j;
+      const int row = r * qlen + j, pos = s - qlen + j;
       if (b * 128 > pos)
         continue;
       const long long pair = (long long)row * H + head;
