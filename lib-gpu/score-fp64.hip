@@ -56,16 +56,18 @@ M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_que
   m3idx__best_start(&best);
   const uint32_t pending = fp64_candidates(best, wq, page, (uint32_t)valid, a, f, c.scale,
                                            [lane](int i) { return lane + 32 * i; });
-  /* The pending keys one at a time, lowest first, each summed by the
+  /* The pending keys one at a time, lane by lane, each summed by the
      whole warp (usually one a page; a lane alone took 128 dependent
-     fp64 multiply-adds). */
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    for (uint32_t m = M3IDX_BALLOT32((pending >> i) & 1); m != 0u; m &= m - 1u) {
-      const int t = 32 * i + __ffs((int)m) - 1;
+     fp64 multiply-adds).  The block keeps the largest D whatever the
+     order, so one ballot finds the lanes that have any. */
+  for (uint32_t any = M3IDX_BALLOT32(pending != 0u); any != 0u; any &= any - 1u) {
+    const int src = __ffs((int)any) - 1;
+    for (uint32_t m = (uint32_t)M3IDX_SHFL32((int)pending, src); m != 0u; m &= m - 1u) {
+      const int t = src + 32 * (__ffs((int)m) - 1);
       m3idx__best_take_d(&best, warp_key_dot(sm.e2m1, wq, page + 64 * t, key_scales(page, t)),
                          c.scale);
     }
+  }
   merge_best_across(best, 1, c.scale); /* every lane took the same fp64 sums */
   if (lane == 0)
     store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
