@@ -303,6 +303,14 @@ M3IDX_DEV float group_scale(uint32_t scales, int g, int emax) {
   return pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
 }
 
+/* group_scale for the integer filter: below fp32's normals 2^-126, not
+ * 0.  An integer group sum |S| < 2^23 times it is exact either way, and
+ * the factor's excess, below 2^-103, is inside the bound's allowance for
+ * factors under the normals (lib/filter-cut.h); one max, no select. */
+M3IDX_DEV float int_group_scale(uint32_t scales, int g, int emax) {
+  return bits_f((uint32_t)max((int)((scales >> (8 * g)) & 255u) + (127 - emax), 1) << 23);
+}
+
 /* The largest byte of a key's scale word but 255 (0 if every byte is 255):
  * that key's share of the page's emax. */
 M3IDX_DEV int scale_max(uint32_t scales) {
@@ -383,7 +391,7 @@ M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page, const 
         sh = dot4_u8s8(k1, hi[2 * j + 1], sh);
       }
       const int sg = sh * 256 + sl - bias;
-      a[i] = a[i] + (float)sg * group_scale(scales[i], g, emax);
+      a[i] = fmaf((float)sg, int_group_scale(scales[i], g, emax), a[i]);
     }
   }
 }

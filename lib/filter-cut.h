@@ -14,9 +14,12 @@
  * (emax: the page's largest scale byte but 255) a key's D / U differs from
  * sum_g S_g * 2^(e_g - emax) by at most 4 * 32 * 12 = 1536, S_g being the
  * group's exact integer sum of Q times the halves.  |S_g| < 2^23, so its
- * fp32 conversion is exact; the products with the scales are exact, or
- * lose less than 2^-100 below fp32's normals; the three fp32 adds lose at
- * most 3 * 2^-24 * 2^25 = 6.  So |A - D / U| <= 1543 < M3IDX_CUT_ERROR.
+ * fp32 conversion is exact; the products with the scales are exact where
+ * 2^(e_g - emax) is an fp32 normal, and below them a factor taken as 0 (the
+ * CPU) or as 2^-126 (NVIDIA) moves the term by less than 2^23 * 2^-126 =
+ * 2^-103; the three fp32 adds (or fused multiply-adds of those exact
+ * products) lose at most 3 * 2^-24 * 2^25 = 6.  So |A - D / U| <= 1543 <
+ * M3IDX_CUT_ERROR.
  *
  * SPDX-License-Identifier: MIT
  */
