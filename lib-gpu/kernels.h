@@ -88,10 +88,10 @@ hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *m
                                       int capacity, hipStream_t s);
 hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s);
 /* Once per context: *grid receives the most blocks a decode launch of
- * the path takes (four times what stays resident: a block takes one map
- * entry where the map has no more, so that the hardware spreads them), for
- * gpu_call.one_grid;
- * fixed for the context, so that graph replays see one grid. */
+ * the path takes, for gpu_call.one_grid: four times what stays resident,
+ * so that a map of up to that many entries gives each block at most one
+ * and the hardware hands the blocks to SMs as they free up; fixed for the
+ * context, so that graph replays see one grid. */
 hipError_t m3idx_gpu_score_decode_setup(int path, int *grid);
 
 /* The scoring path for a context on `device' (arch: its target name):

@@ -105,7 +105,7 @@ __global__ void FP64_BOUNDS score_decode_fp64(gpu_call c, const int32_t *map, in
     const int pairs = qlen * H;
     for (int it = warp; it < count * pairs; it += FP64_WARPS) {
       /* Item it: block b0 + it / pairs, pair it % pairs (with one pair a
-         request, no division: it cost 3% of the kernel's instructions). */
+         request the block itself: no division a page). */
       int b = b0 + it, j = 0, head = 0;
       if (pairs > 1) {
         const int p = it % pairs;
