@@ -170,14 +170,14 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t 
       uint32_t x0, x1, x2, x3;
       code_bytes(w0, tab, x0, x2);
       code_bytes(w1, tab, x1, x3);
-      const float f0 = group_scale(s0, g, emax), f1 = group_scale(s1, g, emax);
+      const float f0 = int_group_scale(s0, g, emax), f1 = int_group_scale(s1, g, emax);
 #pragma unroll
       for (int qd = 0; qd < NQ; qd++) {
         int d[4];
         mma_group(x0, x1, x2, x3, bf[qd][g][0], bf[qd][g][1], d);
         const int bias = sm.wq[lp[qd].mine >= 0 ? lp[qd].mine : 0].bias[g];
-        a0[qd] = a0[qd] + (float)(d[1] * 256 + d[0] - bias) * f0;
-        a1[qd] = a1[qd] + (float)(d[3] * 256 + d[2] - bias) * f1;
+        a0[qd] = fmaf((float)(d[1] * 256 + d[0] - bias), f0, a0[qd]);
+        a1[qd] = fmaf((float)(d[3] * 256 + d[2] - bias), f1, a1[qd]);
       }
     }
     /* causal, and no NaN scale (whose logit is NaN, ignored) */

@@ -297,16 +297,17 @@ M3IDX_DEV uint32_t fp64_candidates(m3idx__block_best &best, const warp_query &wq
 /* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
 M3IDX_DEV float pow2_f(int k) { return k >= -126 ? bits_f((uint32_t)(k + 127) << 23) : 0.0f; }
 
-/* The factor of group g's sum in A: 2^(e_g - emax), e_g the group's byte
- * of a key's scale word (every filter forms A with it). */
+/* The factor of group g's sum in the fp32 filter's A: 2^(e_g - emax),
+ * e_g the group's byte of a key's scale word. */
 M3IDX_DEV float group_scale(uint32_t scales, int g, int emax) {
   return pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
 }
 
-/* group_scale for the integer filter: below fp32's normals 2^-126, not
- * 0.  An integer group sum |S| < 2^23 times it is exact either way, and
- * the factor's excess, below 2^-103, is inside the bound's allowance for
- * factors under the normals (lib/filter-cut.h); one max, no select. */
+/* group_scale for the integer filters (score_pair's and score_quads'):
+ * below fp32's normals 2^-126, not 0.  An integer group sum |S| < 2^23
+ * times it is exact either way, and the factor's excess, below 2^-103, is
+ * inside the bound's allowance for factors under the normals
+ * (lib/filter-cut.h); one max, no select. */
 M3IDX_DEV float int_group_scale(uint32_t scales, int g, int emax) {
   return bits_f((uint32_t)max((int)((scales >> (8 * g)) & 255u) + (127 - emax), 1) << 23);
 }
