@@ -28,7 +28,7 @@ work_map_kernel(gpu_call c, int32_t *map, int capacity, int chunk) {
     if (s < c.query_len || s > c.max_seq_len)
       atomicOr(&bad, (int)M3IDX_GPU_BAD_SEQ_LENS);
     else
-      count += ((s + 127) / 128 + chunk - 1) / chunk;
+      count += (m3idx__blocks_of(s) + chunk - 1) / chunk;
   }
   offset[t + 1] = count;
   __syncthreads();
@@ -46,7 +46,7 @@ work_map_kernel(gpu_call c, int32_t *map, int capacity, int chunk) {
     return;
   long long e = offset[t];
   for (int r = r0; r < r1; r++) {
-    int n = (c.seq_lens[r] + 127) / 128;
+    int n = m3idx__blocks_of(c.seq_lens[r]);
     for (int b0 = 0; b0 < n; b0 += chunk, e++) {
       int cnt = min(chunk, n - b0);
       map[2 * e] = r;

@@ -442,6 +442,15 @@ M3IDX_RULE float m3idx__best_logit(const struct m3idx__block_best *b, float scal
   return s;
 }
 
+/* ---- section 5: causality ---------------------------------------------- */
+
+/* Blocks (pages) that hold `tokens' tokens: ceil(tokens / 128), in 64-bit
+ * so that a length near 2^31 does not overflow on the way (a request of
+ * seq_len tokens reads this many; its last row sees them all). */
+M3IDX_RULE int32_t m3idx__blocks_of(int64_t tokens) {
+  return (int32_t)((tokens + M3IDX_BLOCK_SIZE - 1) / M3IDX_BLOCK_SIZE);
+}
+
 /* ---- section 6: clamp and sentinels ------------------------------------ */
 
 /* On the bits: positive floats order like their bits; NaN (with its

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "spec-rules.h"
 
 #define M3IDX_WORK_COUNT_SHIFT 24
 #define M3IDX_WORK_FIRST_MASK 0x00ffffff
@@ -33,10 +34,6 @@ static inline int32_t m3idx__work_entry(int32_t first_block, int32_t count) {
 static inline int64_t m3idx__work_map_capacity_of(int32_t max_reqs, int32_t max_blocks,
                                                   int32_t chunk) {
   return (int64_t)max_reqs * ((max_blocks + chunk - 1) / chunk);
-}
-
-static inline int32_t m3idx__blocks_of(int64_t tokens) {
-  return (int32_t)((tokens + 127) / 128);
 }
 
 /* Causal blocks of request r's last row, 0 for a prefill request with no
