@@ -14,6 +14,10 @@
 /* Rows one page-kernel call scores (its running maxima live on the stack). */
 #define M3IDX_CPU_ROW_BATCH 64
 
+/* Residual elements a cut row may have and still give the exact D of the
+ * keys that pass the filter from its integer sums (row-digits.c). */
+#define M3IDX_CPU_CUT_RESIDUALS 16
+
 /* A row cut for the vnni kernel's filter (row-digits.c): its elements as
  * integers Q of at most 15 bits, q * 2^(13 - Hq) truncated (Hq: the
  * exponent of its largest element), negated for a negative scale, in two
@@ -21,11 +25,21 @@
  * reads a key tile: in lo[2c + h] and hi[2c + h], dword lane 4p + k holds,
  * in byte b, the digit of element 8(4p + c) + 2b + h (the elements that
  * dword 4p + c of a key holds in its low (h 0) or high (h 1) nibbles), the
- * same for each k; bias lane 4p + k holds group p's bias. */
+ * same for each k; bias lane 4p + k holds group p's bias.  The same digits
+ * in a key's own order (one_lo[h] and one_hi[h], lane l: elements 8l + 2b
+ * + h) and the elements whose Q is not exact (residuals) give the exact D
+ * of one key (lib/filter-cut.h). */
 struct m3idx_cpu_digits {
   _Alignas(64) int32_t lo[8][16];
   _Alignas(64) int32_t hi[8][16];
   _Alignas(64) int32_t bias[16]; /* 12 * the sum of each group's Q (the codes' bias) */
+  _Alignas(64) int32_t one_lo[2][16];
+  _Alignas(64) int32_t one_hi[2][16];
+  _Alignas(16) int32_t group_bias[4]; /* bias of group g */
+  double res_value[M3IDX_CPU_CUT_RESIDUALS]; /* z - Q of each residual */
+  uint8_t res_element[M3IDX_CPU_CUT_RESIDUALS];
+  int32_t residuals;             /* how many; -1: more than the arrays hold */
+  int32_t hq, negate;            /* the cut's Hq, and whether it negated q */
   int32_t kind;                  /* M3IDX_CPU_ROW_* */
 };
 enum {

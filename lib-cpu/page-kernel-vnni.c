@@ -14,7 +14,9 @@
  * M3IDX_CUT_ERROR units of the key's D
  * (lib/filter-cut.h).  The keys whose A is within M3IDX_CUT_MARGIN of the
  * row's largest are scored exactly (take_key); no other key can hold the
- * block's largest D.
+ * block's largest D.  Their D comes from the same cut where fp64 holds it
+ * (key_d_cut): the key's group sums of Q again, plus the products of the
+ * few elements whose Q dropped low bits.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -162,19 +164,65 @@ TARGET static INLINE double key_d_fp64(const float *q, const uint8_t *data, cons
   return _mm512_reduce_add_pd(_mm512_add_pd(acc[0], acc[1]));
 }
 
+/* D of key (data, sc) from a row's cut (lib/filter-cut.h), for a row
+ * whose span and the key's scale spread allow fp64 sums and whose
+ * residuals the cut holds: the group sums S_g of Q times the halves by
+ * vpdpbusd in the key's own order, then each residual's product. */
+TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const uint8_t *data,
+                                      const uint8_t *sc) {
+  static const double halves[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
+  const __m512i nib = _mm512_set1_epi8(15), x = _mm512_loadu_si512(data);
+  const __m512i even = _mm512_shuffle_epi8(table, _mm512_and_si512(x, nib));
+  const __m512i odd = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
+  __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_load_si512(dg->one_lo[0]));
+  __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_load_si512(dg->one_hi[0]));
+  lo = _mm512_dpbusd_epi32(lo, odd, _mm512_load_si512(dg->one_lo[1]));
+  hi = _mm512_dpbusd_epi32(hi, odd, _mm512_load_si512(dg->one_hi[1]));
+  __m512i s = _mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo); /* block g: group g's four quarters */
+  s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
+  s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+  const __m128i g4 = _mm512_castsi512_si128(
+      _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), s));
+  double r[4] = {0.0, 0.0, 0.0, 0.0};
+  for (int i = 0; i < dg->residuals; i++) {
+    const int d = dg->res_element[i];
+    r[d / 32] += dg->res_value[i] * halves[(data[d / 2] >> (4 * (d & 1))) & 15];
+  }
+  const __m256d xg = _mm256_add_pd(
+      _mm256_cvtepi32_pd(_mm_sub_epi32(g4, _mm_load_si128((const __m128i *)dg->group_bias))),
+      _mm256_loadu_pd(r));
+  int32_t emin = sc[0];
+  for (int g = 1; g < 4; g++)
+    emin = sc[g] < emin ? sc[g] : emin;
+  uint32_t w;
+  memcpy(&w, sc, 4);
+  const __m256i e = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128((int)w));
+  const __m256d f = _mm256_castsi256_pd(
+      _mm256_slli_epi64(_mm256_add_epi64(e, _mm256_set1_epi64x(1023 - emin)), 52));
+  const __m256d y = _mm256_mul_pd(xg, f);
+  const __m128d y2 = _mm_add_pd(_mm256_castpd256_pd128(y), _mm256_extractf128_pd(y, 1));
+  const double sum = _mm_cvtsd_f64(_mm_add_sd(y2, _mm_unpackhi_pd(y2, y2)));
+  const double p = m3idx__bits_to_double((uint64_t)(1023 + dg->hq - 141 + emin) << 52);
+  return dg->negate ? -(sum * p) : sum * p;
+}
+
 /* Key t of page into the row's block best: skipped for a NaN scale byte
  * (its logit is NaN, which the block maximum ignores); summed in fp64 where
- * that is exact, exactly otherwise. */
+ * that is exact (from the row's cut where it holds the residuals), exactly
+ * otherwise. */
 TARGET static void take_key(struct m3idx__block_best *b, const struct m3idx_cpu_row *row,
                             const uint8_t *page, int t, float scale) {
   const uint8_t *data = page + 64 * t, *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
   const int32_t spread = m3idx__key_spread(sc);
   if (spread == 255)
     return;
-  if (spread <= row->spread)
-    m3idx__best_take_d(b, key_d_fp64(row->q, data, sc), scale);
-  else
+  if (spread > row->spread)
     m3idx__best_take_logit(b, m3idx__exact_logit(row->q, data, sc, scale));
+  else if (row->digits->kind == M3IDX_CPU_ROW_FILTER && row->digits->residuals >= 0)
+    m3idx__best_take_d(b, key_d_cut(row->digits, data, sc), scale);
+  else
+    m3idx__best_take_d(b, key_d_fp64(row->q, data, sc), scale);
 }
 
 /* The lanes of tile whose keys a row of nkeys causal keys sees. */

@@ -23,16 +23,41 @@ void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *ou
   if (out->kind != M3IDX_CPU_ROW_FILTER)
     return;
   const int32_t hq = m3idx__cut_exponent(top);
+  const int negate = scale < 0.0f;
+  out->hq = hq;
+  out->negate = negate;
+  out->residuals = 0;
   int32_t qi[M3IDX_HEAD_DIM];
-  for (int d = 0; d < M3IDX_HEAD_DIM; d++)
-    qi[d] = m3idx__cut_q(q[d], hq, scale < 0.0f);
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
+    qi[d] = m3idx__cut_q(q[d], hq, negate);
+    const double r = m3idx__cut_residual(q[d], hq, negate);
+    if (r == 0.0 || out->residuals < 0)
+      continue;
+    if (out->residuals == M3IDX_CPU_CUT_RESIDUALS) {
+      out->residuals = -1;
+      continue;
+    }
+    out->res_value[out->residuals] = r;
+    out->res_element[out->residuals++] = (uint8_t)d;
+  }
   for (int g = 0; g < 4; g++) {
     int32_t sum = 0;
     for (int j = 0; j < 32; j++)
       sum += qi[32 * g + j];
+    out->group_bias[g] = M3IDX_CUT_CODE_BIAS * sum;
     for (int k = 0; k < 4; k++)
       out->bias[4 * g + k] = M3IDX_CUT_CODE_BIAS * sum;
   }
+  for (int l = 0; l < 16; l++) /* a key's own order: dword l, elements 8l .. 8l + 7 */
+    for (int h = 0; h < 2; h++) {
+      uint32_t lo = 0u, hi = 0u;
+      for (int b = 0; b < 4; b++) {
+        lo |= m3idx__cut_lo(qi[8 * l + 2 * b + h]) << (8 * b);
+        hi |= m3idx__cut_hi(qi[8 * l + 2 * b + h]) << (8 * b);
+      }
+      out->one_lo[h][l] = (int32_t)lo;
+      out->one_hi[h][l] = (int32_t)hi;
+    }
   for (int i = 0; i < 16; i++) /* dword i of a key: block i / 4, c = i % 4 */
     for (int h = 0; h < 2; h++) {
       uint32_t lo = 0u, hi = 0u;

@@ -21,6 +21,19 @@
  * products) lose at most 3 * 2^-24 * 2^25 = 6.  So |A - D / U| <= 1543 <
  * M3IDX_CUT_ERROR.
  *
+ * The cut also gives a key's exact D, for the keys that pass the filter
+ * (the CPU's vnni kernel): with z = q * 2^(13 - Hq) (negated as Q is), the
+ * residual r = z - Q is exact in fp64, and x_g = S_g + sum r * halves over
+ * the group is sum z * halves, so D = 2^(Hq - 141 + emin) * sum_g
+ * 2^(e_g - emin) * x_g (the halves are 2 k / 2^(e_g - 127)).  Every z, so
+ * every r and every partial sum, is a multiple of 2^(13 - span) (span: the
+ * row's Hq - Lq of lib/spec-rules.h), and the partial sums stay below
+ * 2^23 + 2^9 (within a group: |S_g| < 32 * 12 * 2^14 = 1.5 * 2^22, each |r|
+ * < 1) and 2^(25 + spread) (over the groups: each |x_g| < 2^23); so with
+ * span + spread <= M3IDX_FP64_EXACT_SPAN (41), the condition of the fp64
+ * sums, fp64 holds each of them exactly, in any order, and the final power
+ * of two (2^-274 .. 2^240) neither overflows nor underflows.
+ *
  * SPDX-License-Identifier: MIT
  */
 #ifndef M3IDX_FILTER_CUT_H
@@ -40,11 +53,22 @@ M3IDX_RULE int32_t m3idx__cut_exponent(uint32_t top) {
   return top >= 0x00800000u ? (int32_t)(top >> 23) - 127 : 31 - m3idx__clz32(top | 1u) - 149;
 }
 
-/* Q of element q (finite) of a row of exponent hq, negated if asked: the
- * product with 2^(13 - hq) is exact in fp64, then truncated. */
-M3IDX_RULE int32_t m3idx__cut_q(float q, int32_t hq, int negate) {
+/* z = q * 2^(13 - hq) of element q (finite) of a row of exponent hq,
+ * negated if asked: exact in fp64. */
+M3IDX_RULE double m3idx__cut_z(float q, int32_t hq, int negate) {
   const double f = m3idx__bits_to_double((uint64_t)(1023 + 13 - hq) << 52);
-  return (int32_t)((double)q * (negate ? -f : f));
+  return (double)q * (negate ? -f : f);
+}
+
+/* Q of the element: z truncated toward zero. */
+M3IDX_RULE int32_t m3idx__cut_q(float q, int32_t hq, int negate) {
+  return (int32_t)m3idx__cut_z(q, hq, negate);
+}
+
+/* The residual z - Q of the element: exact, |r| < 1. */
+M3IDX_RULE double m3idx__cut_residual(float q, int32_t hq, int negate) {
+  const double z = m3idx__cut_z(q, hq, negate);
+  return z - (double)(int32_t)z;
 }
 
 /* The low digit of Q (-128 .. 127) and the high one (-64 .. 64), as bytes. */
