@@ -9,16 +9,17 @@
  * in halves plus M3IDX_CUT_CODE_BIAS (unsigned bytes for u8 x s8 dot
  * products); each group's bias * sum Q is taken off again.
  *
- * The bound: each Q differs from q * 2^(13 - Hq) by less than 1, and
- * |k| <= 12 * 2^(e_g - 129), so in units of U = 2^(Hq - 13) * 2^(emax - 129)
- * (emax: the page's largest scale byte but 255) a key's D / U differs from
- * sum_g S_g * 2^(e_g - emax) by at most 4 * 32 * 12 = 1536, S_g being the
- * group's exact integer sum of Q times the halves.  |S_g| < 2^23, so its
- * fp32 conversion is exact; the products with the scales are exact where
- * 2^(e_g - emax) is an fp32 normal, and below them a factor taken as 0 (the
- * CPU) or as 2^-126 (NVIDIA) moves the term by less than 2^23 * 2^-126 =
- * 2^-103; the three fp32 adds (or fused multiply-adds of those exact
- * products) lose at most 3 * 2^-24 * 2^25 = 6.  So |A - D / U| <= 1543 <
+ * The bound: each Q differs from q * 2^(13 - Hq) by less than 1, and k =
+ * halves * 2^(e_g - 128) with |halves| <= 12, so in units of U = 2^(Hq -
+ * 13) * 2^(emax - 128) (emax: the page's largest scale byte but 255) a
+ * key's D / U differs from sum_g S_g * 2^(e_g - emax) by at most 4 * 32 *
+ * 12 = 1536, S_g being the group's exact integer sum of Q times the
+ * halves.  |S_g| < 2^23, so its fp32 conversion is exact; the products
+ * with the scales are exact where 2^(e_g - emax) is an fp32 normal, and
+ * below them a factor taken as 0 (the CPU) or as 2^-126 (NVIDIA) moves the
+ * term by less than 2^23 * 2^-126 = 2^-103; the three fp32 adds (or fused
+ * multiply-adds of those exact products) lose at most 3 * 2^-24 * 2^25 =
+ * 6.  So |A - D / U| <= 1543 <
  * M3IDX_CUT_ERROR.
  *
  * The cut also gives a key's exact D, for the keys that pass the filter
