@@ -46,7 +46,7 @@ static m3idx_status stage(struct run *r, const struct synth *s, int prefill, int
     synth_decode_batch(s, &b);
   synth_kcache(s, &k);
   int32_t *topk = prefill ? r->pre_topk : r->dec_topk;
-  int64_t w = (b.max_seq_len + 127) / 128;
+  int64_t w = synth_blocks_of(b.max_seq_len);
   double times[REPEAT + 1];
   for (int i = 0; i <= REPEAT; i++) {
     double t0 = cli_now();
@@ -93,7 +93,7 @@ static int run_backend(struct run *r, const struct synth *s, m3idx_backend backe
     cli_library_error(NULL, st, m3idx_last_error(NULL));
     return -1;
   }
-  int64_t w = (s->max_seq_len + 127) / 128;
+  int64_t w = synth_blocks_of(s->max_seq_len);
   r->dec_topk = malloc(sizeof(int32_t) * HEADS * REQS * M3IDX_TOPK);
   r->pre_topk = malloc(sizeof(int32_t) * HEADS * (size_t)s->prefill_rows * M3IDX_TOPK);
   r->dec_scores = calloc((size_t)(HEADS * REQS * w), sizeof(float));
@@ -123,7 +123,7 @@ static void free_run(struct run *r) {
 
 /* Byte equality of the fused outputs: every top-k slot, every causal score. */
 static int same_bytes(const struct run *a, const struct run *b, const struct synth *s) {
-  int64_t w = (s->max_seq_len + 127) / 128;
+  int64_t w = synth_blocks_of(s->max_seq_len);
   if (memcmp(a->dec_topk, b->dec_topk, sizeof(int32_t) * HEADS * REQS * M3IDX_TOPK) ||
       memcmp(a->pre_topk, b->pre_topk, sizeof(int32_t) * HEADS * (size_t)s->prefill_rows * M3IDX_TOPK))
     return 0;

@@ -69,7 +69,7 @@ static int fill_model_like(struct synth *s, uint64_t seed) {
   synth_shuffle(perm, s->num_pages, &rs);
   int64_t next = 0;
   for (int32_t r = 0; r < s->num_reqs; r++) {
-    int32_t blocks = (s->seq_lens[r] + 127) / 128;
+    int32_t blocks = (int32_t)synth_blocks_of(s->seq_lens[r]);
     for (int32_t b = 0; b < s->bt_stride; b++)
       s->block_table[(int64_t)r * s->bt_stride + b] = b < blocks ? perm[next++] : -1;
     for (int32_t b = 0; b < blocks; b++) {
@@ -126,7 +126,7 @@ static void fill_random_bytes(struct synth *s, uint64_t seed) {
   }
   int64_t next = 0;
   for (int32_t r = 0; r < s->num_reqs; r++) {
-    int32_t b = (s->seq_lens[r] + 127) / 128;
+    int32_t b = (int32_t)synth_blocks_of(s->seq_lens[r]);
     for (int32_t i = 0; i < s->bt_stride; i++)
       s->block_table[(int64_t)r * s->bt_stride + i] =
           i < b ? (int32_t)(((next++) * step) % pages) : -1;
@@ -163,7 +163,7 @@ int synth_make(struct synth *s, const struct synth_spec *spec) {
   s->max_seq_len = 1;
   s->cu_seqlens_q[0] = 0;
   for (int32_t r = 0; r < spec->num_reqs; r++) {
-    int32_t len = spec->seq_lens[r], blocks = (len + 127) / 128;
+    int32_t len = spec->seq_lens[r], blocks = (int32_t)synth_blocks_of(len);
     int32_t rows = spec->prefill_chunk < len ? spec->prefill_chunk : len;
     s->seq_lens[r] = len;
     s->max_seq_len = len > s->max_seq_len ? len : s->max_seq_len;
@@ -175,7 +175,7 @@ int synth_make(struct synth *s, const struct synth_spec *spec) {
   s->prefill_rows = s->cu_seqlens_q[spec->num_reqs];
   if (spec->style == SYNTH_SCORES) {
     size_t n = (size_t)spec->num_heads * (size_t)spec->num_reqs * (size_t)spec->query_len *
-               (size_t)((s->max_seq_len + 127) / 128);
+               (size_t)synth_blocks_of(s->max_seq_len);
     s->scores = malloc(sizeof(float) * n + 1);
     if (!s->scores) {
       synth_free(s);

@@ -17,6 +17,9 @@
 
 #include "m3idx.h"
 
+/* The 128-token blocks of len tokens (SPEC section 5), in 64 bits. */
+static inline int64_t synth_blocks_of(int64_t len) { return (len + 127) / 128; }
+
 enum synth_style { SYNTH_MODEL_LIKE, SYNTH_RANDOM_BYTES, SYNTH_SCORES };
 
 struct synth_spec {

@@ -100,7 +100,7 @@ static const uint8_t *entry_first_page(const struct m3idx_call *c, const int32_t
                                        int64_t e, int64_t used) {
   if (e >= used || map[2 * e] < 0)
     return NULL;
-  return page_of(c, map[2 * e], map[2 * e + 1] & M3IDX_WORK_FIRST_MASK);
+  return page_of(c, map[2 * e], m3idx__work_first(map[2 * e + 1]));
 }
 
 /* Scores work-map entry e, each page with the next one on its way, and
@@ -114,8 +114,8 @@ static int64_t decode_entry(const struct m3idx_cpu_state *s,
                             float *scores, int64_t stride) {
   const int32_t H = c->num_heads, qlen = c->query_len;
   const int32_t r = map[2 * e], w = map[2 * e + 1];
-  const int32_t b0 = w & M3IDX_WORK_FIRST_MASK;
-  const int32_t end = r < 0 ? b0 : b0 + (w >> M3IDX_WORK_COUNT_SHIFT); /* r < 0: unused */
+  const int32_t b0 = m3idx__work_first(w);
+  const int32_t end = r < 0 ? b0 : b0 + m3idx__work_count(w); /* r < 0: unused */
   int64_t then = -1;
   struct row_batch rb = {.n = 0, .kernel = s->kernel, .scale = c->scale};
   for (int32_t b = b0; b < end; b++) {

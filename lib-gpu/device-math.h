@@ -102,7 +102,7 @@ M3IDX_DEV int map_entry(const gpu_call &c, const int32_t *map, int e, int *r, in
       atomicOr(c.err, M3IDX_GPU_BAD_SEQ_LENS);
     return -1;
   }
-  const int first = w & M3IDX_WORK_FIRST_MASK, n = w >> M3IDX_WORK_COUNT_SHIFT;
+  const int first = m3idx__work_first(w), n = m3idx__work_count(w);
   if (n < 1 || first + n > m3idx__blocks_of(len)) {
     if (threadIdx.x == 0)
       atomicOr(c.err, M3IDX_GPU_BAD_WORK_MAP);

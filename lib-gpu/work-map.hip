@@ -28,7 +28,7 @@ work_map_kernel(gpu_call c, int32_t *map, int capacity, int chunk) {
     if (s < c.query_len || s > c.max_seq_len)
       atomicOr(&bad, (int)M3IDX_GPU_BAD_SEQ_LENS);
     else
-      count += (m3idx__blocks_of(s) + chunk - 1) / chunk;
+      count += m3idx__work_entries_of(m3idx__blocks_of(s), chunk);
   }
   offset[t + 1] = count;
   __syncthreads();
@@ -50,7 +50,7 @@ work_map_kernel(gpu_call c, int32_t *map, int capacity, int chunk) {
     for (int b0 = 0; b0 < n; b0 += chunk, e++) {
       int cnt = min(chunk, n - b0);
       map[2 * e] = r;
-      map[2 * e + 1] = b0 | (cnt << M3IDX_WORK_COUNT_SHIFT);
+      map[2 * e + 1] = m3idx__work_entry(b0, cnt);
     }
   }
   for (long long u = offset[MAP_THREADS] + t; u < capacity; u += MAP_THREADS) {

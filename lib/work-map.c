@@ -12,8 +12,7 @@ int64_t m3idx__work_map_entries(const int32_t *seq_lens, int32_t num_reqs,
                                 int32_t chunk) {
   int64_t total = 0;
   for (int32_t r = 0; r < num_reqs; r++) {
-    int32_t n = m3idx__blocks_of(seq_lens[r]);
-    total += (n + chunk - 1) / chunk;
+    total += m3idx__work_entries_of(m3idx__blocks_of(seq_lens[r]), chunk);
   }
   return total;
 }

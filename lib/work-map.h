@@ -25,15 +25,22 @@ static inline int32_t m3idx__work_chunk_blocks(int32_t query_len, int32_t num_he
   return rows <= 2 ? 32 : rows <= 8 ? 16 : M3IDX_WORK_CHUNK_MIN;
 }
 
-/* The second int32 of an entry. */
-static inline int32_t m3idx__work_entry(int32_t first_block, int32_t count) {
+/* The second int32 of an entry, and its two fields. */
+M3IDX_RULE int32_t m3idx__work_entry(int32_t first_block, int32_t count) {
   return first_block | (count << M3IDX_WORK_COUNT_SHIFT);
+}
+M3IDX_RULE int32_t m3idx__work_first(int32_t entry) { return entry & M3IDX_WORK_FIRST_MASK; }
+M3IDX_RULE int32_t m3idx__work_count(int32_t entry) { return entry >> M3IDX_WORK_COUNT_SHIFT; }
+
+/* Entries of a request of n causal blocks. */
+M3IDX_RULE int32_t m3idx__work_entries_of(int32_t n, int32_t chunk) {
+  return (n + chunk - 1) / chunk;
 }
 
 /* Entries that bound every batch of max_reqs requests of max_blocks blocks. */
 static inline int64_t m3idx__work_map_capacity_of(int32_t max_reqs, int32_t max_blocks,
                                                   int32_t chunk) {
-  return (int64_t)max_reqs * ((max_blocks + chunk - 1) / chunk);
+  return (int64_t)max_reqs * m3idx__work_entries_of(max_blocks, chunk);
 }
 
 /* Causal blocks of request r's last row, 0 for a prefill request with no

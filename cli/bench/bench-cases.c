@@ -88,6 +88,6 @@ void bench_case_name(const struct bench_case *c, int threads, char *out, size_t 
              (int)c->heads);
   } else {
     snprintf(out, n, "topk %d rows x %dK blocks", (int)(c->reqs * c->query_len),
-             (int)(((c->tokens + 127) / 128) / 1024));
+             (int)(synth_blocks_of(c->tokens) / 1024));
   }
 }

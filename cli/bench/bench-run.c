@@ -141,7 +141,7 @@ static void figures(struct bench_result *res, const struct bench_job *job,
   if (job->stage == BENCH_TOPK) {
     double blocks = 0.0;
     for (int32_t r = 0; r < b->num_reqs; r++)
-      blocks += (double)((b->seq_lens[r] + 127) / 128) * b->query_len * b->num_heads;
+      blocks += (double)synth_blocks_of(b->seq_lens[r]) * b->query_len * b->num_heads;
     res->keys_per_s = blocks / sec; /* scores ranked per second */
     res->bytes_per_s = 4.0 * blocks / sec;
   } else {
@@ -158,7 +158,7 @@ static void figures(struct bench_result *res, const struct bench_job *job,
    every top-k slot. */
 static int same_outputs(const m3idx_batch *b, const float *sa, const int32_t *ta,
                         const float *sb, const int32_t *tb) {
-  const int64_t stride = (b->max_seq_len + 127) / 128;
+  const int64_t stride = synth_blocks_of(b->max_seq_len);
   size_t rows = (size_t)b->num_heads * (size_t)b->num_rows;
   if (memcmp(ta, tb, rows * M3IDX_TOPK * sizeof(int32_t)) != 0)
     return 0;

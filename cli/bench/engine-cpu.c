@@ -83,7 +83,7 @@ static void *cpu_setup(void *engine, const struct bench_job *job, char *err, siz
   c->q = (m3idx_query){b->mode == M3IDX_MODE_PREFILL ? d->prefill_query : d->decode_query,
                        M3IDX_DTYPE_BF16, 0.08838835f};
   c->k = (m3idx_kcache){d->pages, d->num_pages, d->block_table, d->bt_stride};
-  c->stride = (b->max_seq_len + 127) / 128;
+  c->stride = synth_blocks_of(b->max_seq_len);
   size_t rows = (size_t)b->num_heads * (size_t)b->num_rows;
   c->scores = calloc(rows * (size_t)c->stride + 1, sizeof(float));
   c->topk = calloc(rows * M3IDX_TOPK + 1, sizeof(int32_t));

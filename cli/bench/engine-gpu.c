@@ -119,7 +119,7 @@ static void *gpu_setup(void *engine, const struct bench_job *job, char *err, siz
   struct bench_call *c = &t->c;
   t->g = g;
   c->stage = job->stage;
-  c->stride = (b->max_seq_len + 127) / 128;
+  c->stride = synth_blocks_of(b->max_seq_len);
   const size_t rows = (size_t)b->num_heads * (size_t)b->num_rows;
   const uint16_t *query = b->mode == M3IDX_MODE_PREFILL ? d->prefill_query : d->decode_query;
   t->host_scores = malloc(sizeof(float) * rows * (size_t)c->stride + 1);
