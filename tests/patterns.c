@@ -270,6 +270,54 @@ static void filter_bound(int v, case_sink each, void *arg) {
   each(tc, arg);
 }
 
+/* The vnni kernel's exact D from the row's cut (lib/filter-cut.h): the
+ * elements whose 15-bit Q drops low bits (residuals) add their products.
+ * Rows r % 4: 0, exactly 16 residuals (the most the cut takes); 1, 17
+ * (the fp64 path instead); 2, elements 0 and 1 (1.5 and -1.5, equal codes
+ * in every key) cancel and the others but the residuals are 0, so D is
+ * the residuals' products alone, whose lowest bit is 2^-41 below the
+ * row's top (span 41, the most fp64 sums allow); 3, the same, where an
+ * odd key's fourth scale byte is one higher (spread 1: those keys take the
+ * exact path).  In rows 0 and 1 the other elements are multiples of 2^-6
+ * (no residual).  v 0: scale 1; v 1: scale -1. */
+static void cut_residuals(int v, case_sink each, void *arg) {
+  static const int32_t lens[] = {128, 300, 1000, 4000};
+  struct test_case *tc = case_decode(7300u + (unsigned)v, FLAVOR_PLAIN, 2, 2,
+                                     M3IDX_DTYPE_BF16, 4, lens);
+  uint64_t rs = 7300u + (unsigned)v;
+  uint16_t *q = tc->query_data;
+  const size_t nrows = (size_t)tc->batch.num_rows * tc->batch.num_heads;
+  for (size_t r = 0; r < nrows; r++) {
+    uint16_t *row = q + 128 * r;
+    const int kind = (int)(r % 4), tiny = kind == 1 ? 17 : 16;
+    for (int d = 0; d < 128; d++) { /* +-k * 2^-6, k < 64; 0 in rows 2 and 3 */
+      const uint64_t x = case_rand(&rs);
+      row[d] = kind >= 2 ? 0
+                         : m3idx_float_to_bf16(ldexpf((float)(x % 64), -6) * (x & 64 ? -1.0f : 1.0f));
+    }
+    row[0] = m3idx_float_to_bf16(kind >= 2 ? 1.5f : 1.0f);
+    if (kind >= 2)
+      row[1] = m3idx_float_to_bf16(-1.5f);
+    for (int i = 0; i < tiny; i++) { /* (1 + odd / 128) 2^-34 or 2^-20 * (1 + odd / 128) */
+      const uint64_t x = case_rand(&rs);
+      const float m = 1.0f + (float)(2 * (x % 64) + 1) / 128.0f;
+      row[2 + 7 * i] = m3idx_float_to_bf16(ldexpf(m, kind >= 2 ? -34 : -20) *
+                                           (x & 64 ? -1.0f : 1.0f));
+    }
+  }
+  for (int p = 0; p < tc->kcache.num_pages; p++) {
+    uint8_t *pg = tc->pages + (size_t)p * M3IDX_PAGE_BYTES;
+    for (int t = 0; t < 128; t++) {
+      pg[64 * t] = (uint8_t)((pg[64 * t] & 15u) * 17u); /* elements 0, 1: one code */
+      memset(pg + M3IDX_PAGE_DATA_BYTES + 4 * t, 127, 4);
+      if (t % 2)
+        pg[M3IDX_PAGE_DATA_BYTES + 4 * t + 3] = 128;
+    }
+  }
+  case_set_scale(tc, v == 1 ? -1.0f : 1.0f);
+  each(tc, arg);
+}
+
 /* Long rows: more than 1024 blocks. */
 static void long_rows(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {131072 + 77};
@@ -328,6 +376,7 @@ const struct pattern m3idx_patterns[] = {
     {"tiny_scale", 2, 0, tiny_scale},
     {"exact_rounding", 9, 0, exact_rounding},
     {"filter_bound", 4, 0, filter_bound},
+    {"cut_residuals", 2, 0, cut_residuals},
     {"one_token", 1, 0, one_token},
     {"long_rows", 1, 0, long_rows},
     {"random_batches", 8, 0, random_batches},
