@@ -35,7 +35,6 @@ struct m3idx_cpu_digits {
   _Alignas(64) int32_t bias[16]; /* 12 * the sum of each group's Q (the codes' bias) */
   _Alignas(64) int32_t one_lo[2][16];
   _Alignas(64) int32_t one_hi[2][16];
-  _Alignas(16) int32_t group_bias[4]; /* bias of group g */
   double res_value[M3IDX_CPU_CUT_RESIDUALS]; /* z - Q of each residual */
   uint8_t res_element[M3IDX_CPU_CUT_RESIDUALS];
   int32_t residuals;             /* how many; -1: more than the arrays hold */

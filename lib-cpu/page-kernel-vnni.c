@@ -170,7 +170,6 @@ TARGET static INLINE double key_d_fp64(const float *q, const uint8_t *data, cons
  * vpdpbusd in the key's own order, then each residual's product. */
 TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const uint8_t *data,
                                       const uint8_t *sc) {
-  static const double halves[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
   const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
   const __m512i nib = _mm512_set1_epi8(15), x = _mm512_loadu_si512(data);
   const __m512i even = _mm512_shuffle_epi8(table, _mm512_and_si512(x, nib));
@@ -182,16 +181,15 @@ TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const u
   __m512i s = _mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo); /* block g: group g's four quarters */
   s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
   s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+  s = _mm512_sub_epi32(s, _mm512_load_si512(dg->bias)); /* block g: S_g in every lane */
   const __m128i g4 = _mm512_castsi512_si128(
       _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), s));
   double r[4] = {0.0, 0.0, 0.0, 0.0};
   for (int i = 0; i < dg->residuals; i++) {
     const int d = dg->res_element[i];
-    r[d / 32] += dg->res_value[i] * halves[(data[d / 2] >> (4 * (d & 1))) & 15];
+    r[d / 32] += dg->res_value[i] * (2.0 * m3idx__e2m1_value((data[d / 2] >> (4 * (d & 1))) & 15u));
   }
-  const __m256d xg = _mm256_add_pd(
-      _mm256_cvtepi32_pd(_mm_sub_epi32(g4, _mm_load_si128((const __m128i *)dg->group_bias))),
-      _mm256_loadu_pd(r));
+  const __m256d xg = _mm256_add_pd(_mm256_cvtepi32_pd(g4), _mm256_loadu_pd(r));
   int32_t emin = sc[0];
   for (int g = 1; g < 4; g++)
     emin = sc[g] < emin ? sc[g] : emin;

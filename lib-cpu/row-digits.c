@@ -44,21 +44,10 @@ void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *ou
     int32_t sum = 0;
     for (int j = 0; j < 32; j++)
       sum += qi[32 * g + j];
-    out->group_bias[g] = M3IDX_CUT_CODE_BIAS * sum;
     for (int k = 0; k < 4; k++)
       out->bias[4 * g + k] = M3IDX_CUT_CODE_BIAS * sum;
   }
-  for (int l = 0; l < 16; l++) /* a key's own order: dword l, elements 8l .. 8l + 7 */
-    for (int h = 0; h < 2; h++) {
-      uint32_t lo = 0u, hi = 0u;
-      for (int b = 0; b < 4; b++) {
-        lo |= m3idx__cut_lo(qi[8 * l + 2 * b + h]) << (8 * b);
-        hi |= m3idx__cut_hi(qi[8 * l + 2 * b + h]) << (8 * b);
-      }
-      out->one_lo[h][l] = (int32_t)lo;
-      out->one_hi[h][l] = (int32_t)hi;
-    }
-  for (int i = 0; i < 16; i++) /* dword i of a key: block i / 4, c = i % 4 */
+  for (int i = 0; i < 16; i++) /* dword i of a key: elements 8i .. 8i + 7 */
     for (int h = 0; h < 2; h++) {
       uint32_t lo = 0u, hi = 0u;
       for (int b = 0; b < 4; b++) {
@@ -66,7 +55,9 @@ void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *ou
         lo |= m3idx__cut_lo(v) << (8 * b);
         hi |= m3idx__cut_hi(v) << (8 * b);
       }
-      for (int k = 0; k < 4; k++) {
+      out->one_lo[h][i] = (int32_t)lo; /* the key's own order */
+      out->one_hi[h][i] = (int32_t)hi;
+      for (int k = 0; k < 4; k++) { /* a tile's: block i / 4, c = i % 4 */
         out->lo[2 * (i % 4) + h][4 * (i / 4) + k] = (int32_t)lo;
         out->hi[2 * (i % 4) + h][4 * (i / 4) + k] = (int32_t)hi;
       }
