@@ -34,6 +34,7 @@ struct hip_state {
   int32_t *d_map;       /* decode calls without a work map */
   int32_t map_capacity;
   int one_grid;         /* see gpu_call */
+  int staged_grid;      /* see gpu_call */
   int path;             /* the scoring kernels' path (path-check.hip) */
   void *stage;          /* host-pointer mode: device copies of the buffers */
   size_t stage_bytes;
@@ -195,6 +196,10 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
   size_t score_bytes =
       (size_t)cfg->max_heads * (size_t)cfg->max_rows * (size_t)s->max_width * sizeof(float);
   hipError_t e = m3idx_gpu_score_decode_setup(s->path, &s->one_grid);
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  if (e == hipSuccess)
+    e = m3idx_gpu_score_decode_staged_setup(s->path, &s->staged_grid);
+#endif
   if (e != hipSuccess) {
     snprintf(err->msg, sizeof err->msg, "setting up the scoring kernels (occupancy): %s",
              hipGetErrorString(e));
@@ -286,6 +291,7 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
   if (!user_scores)
     g.scores = s->d_scores; /* stride is the width then */
   g.one_grid = s->one_grid;
+  g.staged_grid = s->staged_grid;
   g.path = s->path;
   if (c->mode == M3IDX_MODE_DECODE) {
     int cap = c->work_map_capacity;

@@ -15,6 +15,7 @@ typedef cudaError_t hipError_t;
 typedef cudaStream_t hipStream_t;
 typedef cudaEvent_t hipEvent_t;
 typedef cudaDeviceProp hipDeviceProp_t;
+typedef cudaFuncAttributes hipFuncAttributes;
 
 #define hipSuccess cudaSuccess
 #define hipErrorOutOfMemory cudaErrorMemoryAllocation
@@ -42,6 +43,7 @@ typedef cudaDeviceProp hipDeviceProp_t;
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncGetAttributes cudaFuncGetAttributes
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define hipDeviceGetAttribute cudaDeviceGetAttribute

@@ -73,6 +73,7 @@ struct gpu_call {
   long long stride;
   unsigned *err;
   int one_grid;      /* the most blocks a decode scoring launch takes */
+  int staged_grid;   /* the same for the staged one-pair decode; 0: not used */
   int path;          /* M3IDX_GPU_PATH_*, for the scoring kernels */
 };
 
@@ -87,6 +88,12 @@ hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s);
 hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map,
                                       int capacity, hipStream_t s);
 hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s);
+/* NVIDIA's fast path for decode with one pair a request on sm_90 and
+ * later, pages staged in shared memory (score-staged.hip); its setup
+ * gives *grid 0 where it cannot run (the plain path, an older target). */
+hipError_t m3idx_gpu_score_decode_staged(const struct gpu_call *c, const int32_t *map,
+                                         int capacity, hipStream_t s);
+hipError_t m3idx_gpu_score_decode_staged_setup(int path, int *grid);
 /* Once per context: *grid receives the most blocks a decode launch of
  * the path takes, for gpu_call.one_grid: four times what stays resident,
  * so that a map of up to that many entries gives each block at most one

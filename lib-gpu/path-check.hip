@@ -4,7 +4,8 @@
  * A target's fast path uses instructions that nothing here can run for
  * every target (no AMD GPU is reachable where this is built), so before a
  * context uses it, a small seeded batch goes through it and through the
- * plain path, decode and prefill, and every score must match bit for bit.
+ * plain path (decode with several pairs and with one pair a request, and
+ * prefill), and every score must match bit for bit.
  * On any difference the plain path runs and the reason goes to stderr
  * once.  The verdict is kept per device for the process.
  *
@@ -98,14 +99,18 @@ struct check_mem {
   uint16_t *query;
   int32_t *bt, *seq, *cu, *ctx, *map;
   unsigned *err;
-  float *scores; /* decode (HEADS x QLEN*REQS x WIDTH), then prefill (HEADS x ROWS x WIDTH) */
-  int cap, chunk;
+  float *scores; /* decode (HEADS x QLEN*REQS x WIDTH), prefill (HEADS x ROWS x WIDTH),
+                   then one-pair decode (REQS x WIDTH) */
+  int cap, chunk, cap1, chunk1; /* the map's capacity and chunk; those of one pair */
 };
 
 #define DECODE_SCORES (HEADS * REQS * QLEN * WIDTH)
 #define PREFILL_SCORES (HEADS * ROWS * WIDTH)
+#define ONE_SCORES (REQS * WIDTH) /* decode with one pair a request */
+#define ALL_SCORES (DECODE_SCORES + PREFILL_SCORES + ONE_SCORES)
 
-static hipError_t run_path(const check_mem &m, int path, int one_grid, hipStream_t st) {
+static hipError_t run_path(const check_mem &m, int path, int one_grid, int staged_grid,
+                           hipStream_t st) {
   gpu_call g{};
   g.num_reqs = REQS;
   g.num_heads = HEADS;
@@ -121,8 +126,9 @@ static hipError_t run_path(const check_mem &m, int path, int one_grid, hipStream
   g.stride = WIDTH;
   g.err = m.err;
   g.one_grid = one_grid;
+  g.staged_grid = staged_grid;
   g.path = path;
-  hipError_t e = hipMemsetAsync(m.scores, 0xff, (DECODE_SCORES + PREFILL_SCORES) * 4, st);
+  hipError_t e = hipMemsetAsync(m.scores, 0xff, ALL_SCORES * 4, st);
   /* decode, scale 0.625 */
   g.mode = 1;
   g.query_len = QLEN;
@@ -143,6 +149,17 @@ static hipError_t run_path(const check_mem &m, int path, int one_grid, hipStream
   g.scores = m.scores + DECODE_SCORES;
   if (e == hipSuccess)
     e = m3idx_gpu_score_prefill(&g, st);
+  /* decode with one pair a request (on NVIDIA, the staged kernel), scale 1.5 */
+  g.mode = 1;
+  g.num_heads = 1;
+  g.query_len = 1;
+  g.num_rows = REQS;
+  g.scale = 1.5f;
+  g.scores = m.scores + DECODE_SCORES + PREFILL_SCORES;
+  if (e == hipSuccess)
+    e = m3idx_gpu_work_map(&g, m.map, m.cap1, m.chunk1, st);
+  if (e == hipSuccess)
+    e = m3idx_gpu_score_decode(&g, m.map, m.cap1, st);
   return e;
 }
 
@@ -152,13 +169,16 @@ static hipError_t self_check(int fast, int *same, char *diff, size_t n, const ch
   check_mem m{};
   m.chunk = m3idx__work_chunk_blocks(QLEN, HEADS);
   m.cap = (int)m3idx__work_map_capacity_of(REQS, WIDTH, m.chunk);
-  const size_t score_bytes = (DECODE_SCORES + PREFILL_SCORES) * 4;
+  m.chunk1 = m3idx__work_chunk_blocks(1, 1);
+  m.cap1 = (int)m3idx__work_map_capacity_of(REQS, WIDTH, m.chunk1);
+  const size_t score_bytes = ALL_SCORES * 4;
   buffer_plan plan; /* the batch's arrays, the same offsets on host and device */
   const size_t o_pages = plan.take((size_t)PAGES * M3IDX_PAGE_BYTES);
   const size_t o_query = plan.take(ROWS * HEADS * M3IDX_HEAD_DIM * 2);
   const size_t o_bt = plan.take(REQS * WIDTH * 4), o_seq = plan.take(sizeof seq_lens);
   const size_t o_cu = plan.take(sizeof cu_seqlens_q), o_ctx = plan.take(sizeof context_lens);
-  const size_t o_map = plan.take((size_t)m.cap * 8), o_err = plan.take(4);
+  const size_t o_map = plan.take((size_t)(m.cap > m.cap1 ? m.cap : m.cap1) * 8);
+  const size_t o_err = plan.take(4);
   const size_t o_scores = plan.take(score_bytes), total = plan.used;
   uint8_t *host = (uint8_t *)calloc(1, total + 2 * score_bytes);
   uint8_t *dev = NULL;
@@ -177,9 +197,10 @@ static hipError_t self_check(int fast, int *same, char *diff, size_t n, const ch
   memcpy(host + o_seq, seq_lens, sizeof seq_lens);
   memcpy(host + o_cu, cu_seqlens_q, sizeof cu_seqlens_q);
   memcpy(host + o_ctx, context_lens, sizeof context_lens);
-  float *plain = (float *)(host + total), *other = plain + DECODE_SCORES + PREFILL_SCORES;
+  float *plain = (float *)(host + total), *other = plain + ALL_SCORES;
   /* A grid as large as the map: a launch takes no more blocks than that. */
-  const int grid = m.cap;
+  const int grid = m.cap > m.cap1 ? m.cap : m.cap1;
+  int staged = 0; /* the staged kernel's grid, where the fast path has one */
   unsigned bits = 0;
 #define TRY(call, name)                                                     \
   do {                                                                      \
@@ -201,9 +222,14 @@ static hipError_t self_check(int fast, int *same, char *diff, size_t n, const ch
     m.scores = (float *)(dev + o_scores);
   }
   TRY(hipMemcpyAsync(dev, host, total, hipMemcpyHostToDevice, st), "copy to device");
-  TRY(run_path(m, M3IDX_GPU_PATH_PLAIN, grid, st), "the plain path's kernels");
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  TRY(m3idx_gpu_score_decode_staged_setup(fast, &staged), "the staged kernel's setup");
+  if (staged > 0)
+    staged = grid;
+#endif
+  TRY(run_path(m, M3IDX_GPU_PATH_PLAIN, grid, 0, st), "the plain path's kernels");
   TRY(hipMemcpyAsync(plain, m.scores, score_bytes, hipMemcpyDeviceToHost, st), "copy to host");
-  TRY(run_path(m, fast, grid, st), "the fast path's kernels");
+  TRY(run_path(m, fast, grid, staged, st), "the fast path's kernels");
   TRY(hipMemcpyAsync(other, m.scores, score_bytes, hipMemcpyDeviceToHost, st), "copy to host");
   TRY(hipMemcpyAsync(&bits, m.err, 4, hipMemcpyDeviceToHost, st), "copy to host");
   TRY(hipStreamSynchronize(st), "hipStreamSynchronize");
@@ -213,16 +239,17 @@ static hipError_t self_check(int fast, int *same, char *diff, size_t n, const ch
     snprintf(diff, n, "the batch was found invalid (device error bits 0x%x)", bits);
   } else if (e == hipSuccess) {
     *same = 1;
-    for (int i = 0; i < DECODE_SCORES + PREFILL_SCORES; i++) {
+    for (int i = 0; i < ALL_SCORES; i++) {
       uint32_t a, b;
       memcpy(&a, plain + i, 4);
       memcpy(&b, other + i, 4);
       if (a != b) {
-        const int dec = i < DECODE_SCORES, j = dec ? i : i - DECODE_SCORES;
-        const int rows = dec ? REQS * QLEN : ROWS;
+        const int part = i < DECODE_SCORES ? 0 : i < DECODE_SCORES + PREFILL_SCORES ? 1 : 2;
+        const int j = i - (part > 0 ? DECODE_SCORES : 0) - (part > 1 ? PREFILL_SCORES : 0);
+        const int rows = part == 0 ? REQS * QLEN : part == 1 ? ROWS : REQS;
+        static const char *const name[3] = {"decode", "prefill", "one-pair decode"};
         snprintf(diff, n, "%s head %d row %d block %d: 0x%08x, the plain path 0x%08x",
-                 dec ? "decode" : "prefill", j / (rows * WIDTH), j / WIDTH % rows, j % WIDTH, b,
-                 a);
+                 name[part], j / (rows * WIDTH), j / WIDTH % rows, j % WIDTH, b, a);
         *same = 0;
         break;
       }

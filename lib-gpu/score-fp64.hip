@@ -16,7 +16,9 @@
  * The kernels are built for each path of kernels.h (P): the plain one,
  * and the target's fast one (NVIDIA's integer filter, gfx950's decode and
  * lane swaps).  On NVIDIA's fast path, decode with several pairs a
- * request and prefill go to the tensor cores instead (score-mma.hip).
+ * request and prefill go to the tensor cores instead (score-mma.hip),
+ * and decode with one pair a request, on sm_90 and later, to the kernel
+ * that stages its pages in shared memory (score-staged.hip).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -24,54 +26,6 @@
 
 #define PREFILL_PAIRS 64 /* (row, head) pairs a prefill block takes at a time */
 #define PREFILL_BLOCKS 4 /* key blocks (pages) a prefill block scores them against */
-
-/* Block b of the page against the warp's pair, whose row sees its first
- * nkeys keys; the block score goes to (head, row). */
-template <int P>
-M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_query &wq,
-                          const uint8_t *page, int nkeys, int head, int row, int b) {
-  const int lane = threadIdx.x & 31;
-  uint4 first[4];
-  lane_first_words<P>(page, first);
-  uint32_t scales[4];
-  int emax = 0, valid = 0;
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    const int t = lane + 32 * i;
-    scales[i] = key_scales(page, t);
-    emax = max(emax, scale_max(scales[i]));
-    /* causal, and no NaN scale (whose logit is NaN, ignored) */
-    if (t < nkeys && m3idx__nan_scale_bytes(scales[i]) == 0u)
-      valid |= 1 << i;
-  }
-  emax = warp_fold<P>(emax, MAX_OF(int));
-  /* The filter looks for the largest of sign(scale) * D. */
-  const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
-  float a[4];
-  lane_filter<P>(sm, wq, page, first, scales, emax, valid, sign, a);
-  float top = fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3]));
-  top = warp_fold<P>(top, [](float x, float y) { return fmaxf(x, y); });
-  const filter_floor f = floor_of(wq, top);
-  m3idx__block_best best;
-  m3idx__best_start(&best);
-  const uint32_t pending = fp64_candidates(best, wq, page, (uint32_t)valid, a, f, c.scale,
-                                           [lane](int i) { return lane + 32 * i; });
-  /* The pending keys one at a time, lane by lane, each summed by the
-     whole warp (usually one a page; a lane alone took 128 dependent
-     fp64 multiply-adds).  The block keeps the largest D whatever the
-     order, so one ballot finds the lanes that have any. */
-  for (uint32_t any = M3IDX_BALLOT32(pending != 0u); any != 0u; any &= any - 1u) {
-    const int src = __ffs((int)any) - 1;
-    for (uint32_t m = (uint32_t)M3IDX_SHFL32((int)pending, src); m != 0u; m &= m - 1u) {
-      const int t = src + 32 * (__ffs((int)m) - 1);
-      m3idx__best_take_d(&best, warp_key_dot(sm.e2m1, wq, page + 64 * t, key_scales(page, t)),
-                         c.scale);
-    }
-  }
-  merge_best_across(best, 1, c.scale); /* every lane took the same fp64 sums */
-  if (lane == 0)
-    store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
-}
 
 /* Ask L2 for block b's page of request r, a line a lane (NVIDIA only; a
  * bad page id is left to the visit that reports it). */
@@ -171,6 +125,9 @@ hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map, 
   /* Several pairs a request: the tensor cores filter them together. */
   if (c->path != M3IDX_GPU_PATH_PLAIN && c->query_len * c->num_heads >= 2)
     return m3idx_gpu_score_decode_mma(c, map, capacity, s);
+  /* One pair: its pages staged in shared memory, where the target can. */
+  if (c->path != M3IDX_GPU_PATH_PLAIN && c->staged_grid > 0)
+    return m3idx_gpu_score_decode_staged(c, map, capacity, s);
 #endif
   const int grid = capacity < c->one_grid ? capacity : c->one_grid;
   with_path(c->path, [&](auto p) {

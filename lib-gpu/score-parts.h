@@ -1,8 +1,9 @@
 /*
  * score-parts.h - what the scoring kernels share (score-fp64.hip, and
- * score-mma.hip on NVIDIA): the paths of kernels.h, the warp's query with
- * its filter bound and row cut, the filters of one key, and the warp's
- * exact fp64 sum of a candidate key.
+ * score-mma.hip and score-staged.hip on NVIDIA): the paths of kernels.h,
+ * the warp's query with its filter bound and row cut, the page maximum,
+ * the filters of one key, the warp's exact fp64 sum of a candidate key,
+ * and one pair's best key of a page.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -69,7 +70,6 @@ template <int P, class T, class F> M3IDX_DEV T warp_fold(T v, F f) {
 #define MIN_OF(T) [](T a, T b) { return min(a, b); }
 
 struct alignas(16) warp_query { /* qf is read as float4 */
-  double q[M3IDX_HEAD_DIM];
   float qf[M3IDX_HEAD_DIM];
   int spread;  /* m3idx__spread_allowed of the pair's row */
   float bound; /* lane_filter's error bound for this row; +inf: no filter */
@@ -175,7 +175,6 @@ template <int P> M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, lo
     const float v = c.dtype == 1 ? m3idx__bf16_value(((const uint16_t *)c.query)[at])
                                  : m3idx__e4m3_value(((const uint8_t *)c.query)[at]);
     wq.qf[d] = v;
-    wq.q[d] = (double)v;
     abs_sum += fabsf(v);
     const uint32_t u = f_bits(v) & 0x7fffffffu;
     special |= u >= 0x7f800000u;
@@ -214,7 +213,7 @@ M3IDX_DEV double warp_key_dot(const double *e2m1, const warp_query &wq, const ui
   double acc = 0.0;
 #pragma unroll
   for (int j = 0; j < 4; j++)
-    acc = fma(wq.q[4 * lane + j], e2m1[(b >> (4 * j)) & 15u], acc);
+    acc = fma((double)wq.qf[4 * lane + j], e2m1[(b >> (4 * j)) & 15u], acc);
   double d = acc * m3idx__e8m0_double((scales >> (8 * (lane >> 3))) & 255u);
   for (int m = 1; m < 32; m <<= 1)
     d += M3IDX_SHFL_XOR(d, m);
@@ -320,6 +319,41 @@ M3IDX_DEV int scale_max(uint32_t scales) {
              max((int)((e >> 16) & 255u), (int)(e >> 24)));
 }
 
+/* The largest scale byte but 255 of the lane's keys lane + 32 i (its share
+ * of the page's emax); valid receives bit i for a key that is causal (t <
+ * nkeys) and has no NaN scale (whose logit is NaN, ignored).  On NVIDIA
+ * the largest of all sixteen bytes comes first, two bytes a compare
+ * (DPX): below 255 it is the answer and every causal key is valid, and
+ * only a lane with a byte 255 looks at its keys one by one. */
+M3IDX_DEV int lane_scale_max(const uint32_t scales[4], int nkeys, int &valid) {
+  const int lane = threadIdx.x & 31;
+  valid = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    valid |= (int)(lane + 32 * i < nkeys) << i;
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  uint32_t h[8];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    h[2 * i] = scales[i] & 0x00ff00ffu;
+    h[2 * i + 1] = (scales[i] >> 8) & 0x00ff00ffu;
+  }
+  const uint32_t m = __vmaxu2(__vimax3_u16x2(h[0], h[1], h[2]),
+                              __vimax3_u16x2(__vimax3_u16x2(h[3], h[4], h[5]), h[6], h[7]));
+  const int top = (int)max(m & 0xffffu, m >> 16);
+  if (top < 255)
+    return top;
+#endif
+  int emax = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    emax = max(emax, scale_max(scales[i]));
+    if (m3idx__nan_scale_bytes(scales[i]) != 0u)
+      valid &= ~(1 << i);
+  }
+  return emax;
+}
+
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 /* The prmt tables of code_bytes, held in registers: ptxas otherwise
  * copies each constant into a register again before every prmt. */
@@ -357,8 +391,9 @@ M3IDX_DEV void code_bytes(uint32_t w, const code_tables &t, uint32_t &lo, uint32
  * group sums, each times 2^(e_g - emax) in fp32, added group by group.
  * The loop runs over groups first, so that a group's query digits are
  * read once for the four keys and their four code loads are in flight
- * together. */
-template <int P>
+ * together.  STAGED: the page is in shared memory, and group 0's words
+ * are loaded with the others. */
+template <int P, bool STAGED>
 M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page, const uint4 first[4],
                                const uint32_t scales[4], int emax, float a[4]) {
   const int lane = threadIdx.x & 31;
@@ -371,7 +406,8 @@ M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page, const 
     uint4 raw[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
-      raw[i] = g == 0 ? first[i] : *(const uint4 *)(page + 64 * (lane + 32 * i) + 16 * g);
+      raw[i] = !STAGED && g == 0 ? first[i]
+                                 : *(const uint4 *)(page + 64 * (lane + 32 * i) + 16 * g);
     const int4 l0 = *(const int4 *)&wq.lo[8 * g], l1 = *(const int4 *)&wq.lo[8 * g + 4];
     const int4 h0 = *(const int4 *)&wq.hi[8 * g], h1 = *(const int4 *)&wq.hi[8 * g + 4];
     const int32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
@@ -451,17 +487,18 @@ M3IDX_DEV float key_filter_fp32(const fp64_smem &sm, const warp_query &wq, const
 /* Group 0's code words of the lane's keys, for NVIDIA's integer filter:
  * loaded before the scale factors, whose page maximum the filter waits
  * for, so that the two loads share one trip to memory. */
-template <int P> M3IDX_DEV void lane_first_words(const uint8_t *page, uint4 first[4]) {
+template <int P, bool STAGED>
+M3IDX_DEV void lane_first_words(const uint8_t *page, uint4 first[4]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int i = 0; i < 4; i++)
-    first[i] = INT_FILTER(P) ? *(const uint4 *)(page + 64 * (lane + 32 * i)) : uint4{};
+    first[i] = INT_FILTER(P) && !STAGED ? *(const uint4 *)(page + 64 * (lane + 32 * i)) : uint4{};
 }
 
 /* A of the lane's keys lane + 32 i, i = 0 .. 3, as sign * A, or -inf
  * for a key that valid leaves out (past the causal end, a NaN scale) and
  * for every key when the pair has no filter. */
-template <int P>
+template <int P, bool STAGED>
 M3IDX_DEV void lane_filter(const fp64_smem &sm, const warp_query &wq, const uint8_t *page,
                            const uint4 first[4], const uint32_t scales[4], int emax, int valid,
                            float sign, float a[4]) {
@@ -469,7 +506,7 @@ M3IDX_DEV void lane_filter(const fp64_smem &sm, const warp_query &wq, const uint
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   if (INT_FILTER(P)) {
     if (filter)
-      lane_filter_int<P>(wq, page, first, scales, emax, a);
+      lane_filter_int<P, STAGED>(wq, page, first, scales, emax, a);
 #pragma unroll
     for (int i = 0; i < 4; i++)
       a[i] = filter && ((valid >> i) & 1) ? sign * a[i] : -INFINITY;
@@ -482,6 +519,58 @@ M3IDX_DEV void lane_filter(const fp64_smem &sm, const warp_query &wq, const uint
     a[i] = filter && ((valid >> i) & 1)
                ? sign * key_filter_fp32<P>(sm, wq, page + 64 * (lane + 32 * i), scales[i], emax)
                : -INFINITY;
+}
+
+/* The best of the page's first nkeys keys against the warp's pair, the
+ * same in every lane.  STAGED: the page is in shared memory
+ * (score-staged.hip). */
+template <int P, bool STAGED>
+M3IDX_DEV m3idx__block_best pair_best(const gpu_call &c, const fp64_smem &sm,
+                                      const warp_query &wq, const uint8_t *page, int nkeys) {
+  const int lane = threadIdx.x & 31;
+  uint4 first[4];
+  lane_first_words<P, STAGED>(page, first);
+  uint32_t scales[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    scales[i] = key_scales(page, lane + 32 * i);
+  int valid;
+  const int emax = warp_fold<P>(lane_scale_max(scales, nkeys, valid), MAX_OF(int));
+  /* The filter looks for the largest of sign(scale) * D. */
+  const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
+  float a[4];
+  lane_filter<P, STAGED>(sm, wq, page, first, scales, emax, valid, sign, a);
+  float top = fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3]));
+  top = warp_fold<P>(top, [](float x, float y) { return fmaxf(x, y); });
+  const filter_floor f = floor_of(wq, top);
+  m3idx__block_best best;
+  m3idx__best_start(&best);
+  const uint32_t pending = fp64_candidates(best, wq, page, (uint32_t)valid, a, f, c.scale,
+                                           [lane](int i) { return lane + 32 * i; });
+  /* The pending keys one at a time, lane by lane, each summed by the
+     whole warp (usually one a page; a lane alone took 128 dependent
+     fp64 multiply-adds).  The block keeps the largest D whatever the
+     order, so one ballot finds the lanes that have any. */
+  for (uint32_t any = M3IDX_BALLOT32(pending != 0u); any != 0u; any &= any - 1u) {
+    const int src = __ffs((int)any) - 1;
+    for (uint32_t m = (uint32_t)M3IDX_SHFL32((int)pending, src); m != 0u; m &= m - 1u) {
+      const int t = src + 32 * (__ffs((int)m) - 1);
+      m3idx__best_take_d(&best, warp_key_dot(sm.e2m1, wq, page + 64 * t, key_scales(page, t)),
+                         c.scale);
+    }
+  }
+  merge_best_across(best, 1, c.scale); /* every lane took the same fp64 sums */
+  return best;
+}
+
+/* Block b of the page against the warp's pair, whose row sees its first
+ * nkeys keys; the block score goes to (head, row). */
+template <int P>
+M3IDX_DEV void score_pair(const gpu_call &c, const fp64_smem &sm, const warp_query &wq,
+                          const uint8_t *page, int nkeys, int head, int row, int b) {
+  const m3idx__block_best best = pair_best<P, false>(c, sm, wq, page, nkeys);
+  if ((threadIdx.x & 31) == 0)
+    store_score(c, head, row, b, m3idx__best_logit(&best, c.scale));
 }
 
 #endif /* M3IDX_GPU_SCORE_PARTS_H */

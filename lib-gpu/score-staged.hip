@@ -1,0 +1,209 @@
+/*
+ * score-staged.hip - decode with one (row, head) pair a request on
+ * NVIDIA's fast path (sm_90 and later), its pages staged in shared
+ * memory.  Each warp owns two page buffers: lane 0 asks for the warp's
+ * next page with one bulk copy (cp.async.bulk, completed on an mbarrier)
+ * before the warp scores the current one, so a whole page is on its way
+ * while the warp computes, and no register waits on memory.  The scoring
+ * itself is score_pair's (score-parts.h).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "score-parts.h"
+
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+
+#define STAGED_BUFFERS 2
+
+struct staged_smem {
+  alignas(128) uint8_t page[FP64_WARPS][STAGED_BUFFERS][M3IDX_PAGE_BYTES];
+  uint64_t full[FP64_WARPS][STAGED_BUFFERS]; /* mbarriers: the buffer's page has come */
+  fp64_smem base;
+};
+
+/* A page to score: its block b of request r, the row's first nkeys keys. */
+struct staged_item {
+  const uint8_t *page;
+  int r, b, nkeys;
+};
+
+/* Where a warp is in the block's work-map entries: entry e next, and the
+ * current entry's request r (seq_len s), first block b0, count blocks,
+ * item it next (the block's warps take every FP64_WARPS-th, from the
+ * warp's number); lane j holds the page id of the warp's j-th item in
+ * ids, read for all of them at once. */
+struct staged_walk {
+  int e, r, s, b0, count, it, ids;
+};
+
+/* An entry counts at most 127 blocks, so its items fit 32 lanes a warp. */
+static_assert((0x7fffffff >> M3IDX_WORK_COUNT_SHIFT) <= 32 * FP64_WARPS,
+              "a warp's items of an entry fit one read of page ids");
+
+/* The warp's next item with a page to score: false when there is none.
+ * Bad page ids and entries are recorded as score-fp64's walk records
+ * them, and skipped. */
+M3IDX_DEV bool next_item(const gpu_call &c, const int32_t *map, int capacity, staged_walk &w,
+                         staged_item &out) {
+  const int warp = threadIdx.x >> 5;
+  for (;;) {
+    while (w.it < w.count) {
+      const int id = M3IDX_SHFL32(w.ids, (w.it - warp) / FP64_WARPS);
+      const int b = w.b0 + w.it;
+      w.it += FP64_WARPS;
+      const uint8_t *page = page_with_id(c, id);
+      const int pos = w.s - 1;
+      if (page == nullptr || b * 128 > pos)
+        continue;
+      out = staged_item{page, w.r, b, min(128, pos - b * 128 + 1)};
+      return true;
+    }
+    if (w.e >= capacity)
+      return false;
+    const int e = w.e;
+    w.e += gridDim.x;
+    w.it = warp;
+    if (map_entry(c, map, e, &w.r, &w.s, &w.b0, &w.count) <= 0) {
+      w.count = 0;
+      continue;
+    }
+    const int item = warp + FP64_WARPS * (int)(threadIdx.x & 31);
+    w.ids = item < w.count ? block_table_at(c, w.r, w.b0 + item) : -1;
+  }
+}
+
+M3IDX_DEV uint32_t shared_address(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* One thread: the buffer's mbarrier expects one arrival, with bytes. */
+M3IDX_DEV void barrier_init(uint64_t *bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" : : "r"(shared_address(bar)) : "memory");
+}
+
+/* One thread: the page into dst, bar completing when its bytes are in.
+ * The fence orders the warp's earlier reads of dst (the generic proxy)
+ * before the copy's writes (the async proxy). */
+M3IDX_DEV void page_copy(uint8_t *dst, const uint8_t *src, uint64_t *bar) {
+  asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+               :
+               : "r"(shared_address(bar)), "r"(M3IDX_PAGE_BYTES)
+               : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1], %2, [%3];"
+               :
+               : "r"(shared_address(dst)), "l"(src), "r"(M3IDX_PAGE_BYTES),
+                 "r"(shared_address(bar))
+               : "memory");
+}
+
+/* Every lane: wait until bar's phase of the given parity has completed. */
+M3IDX_DEV void page_wait(uint64_t *bar, uint32_t parity) {
+  uint32_t done;
+  do
+    asm volatile("{ .reg .pred p;\n"
+                 "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "  selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(shared_address(bar)), "r"(parity)
+                 : "memory");
+  while (!done);
+}
+
+template <int P>
+__global__ void __launch_bounds__(FP64_THREADS) score_decode_staged(gpu_call c, const int32_t *map,
+                                                                    int capacity) {
+#if __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) uint8_t staged_raw[];
+  staged_smem &sm = *reinterpret_cast<staged_smem *>(staged_raw);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) {
+    for (int k = 0; k < STAGED_BUFFERS; k++)
+      barrier_init(&sm.full[warp][k]);
+    asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory");
+  }
+  fill_table(sm.base); /* syncs the block, so the barriers are seen too */
+  warp_query &wq = sm.base.wq[warp];
+  staged_walk w{(int)blockIdx.x, 0, 0, 0, 0, 0, -1};
+  staged_item cur, next;
+  bool have = next_item(c, map, capacity, w, cur);
+  if (have && lane == 0)
+    page_copy(sm.page[warp][0], cur.page, &sm.full[warp][0]);
+  uint32_t parity = 0; /* bit k: the phase buffer k waits for next */
+  int k = 0, loaded = -1; /* loaded: the request whose query is in wq */
+  /* Lane n % 32 keeps the best of the warp's n-th item; every 32 items
+     the lanes round theirs and store them together (one lane rounding
+     and storing each page took about 60 instructions of the warp). */
+  m3idx__block_best held;
+  int held_row = -1, held_b = 0, n = 0;
+  while (have) {
+    const bool more = next_item(c, map, capacity, w, next);
+    M3IDX_SYNCWARP(); /* every lane is done with buffer k ^ 1 */
+    if (more && lane == 0)
+      page_copy(sm.page[warp][k ^ 1], next.page, &sm.full[warp][k ^ 1]);
+    if (cur.r != loaded) {
+      load_query<P>(c, wq, cur.r); /* one pair a request: pair r, row r */
+      loaded = cur.r;
+    }
+    page_wait(&sm.full[warp][k], (parity >> k) & 1u);
+    parity ^= 1u << k;
+    const m3idx__block_best best = pair_best<P, true>(c, sm.base, wq, sm.page[warp][k], cur.nkeys);
+    if (lane == (n & 31)) {
+      held = best;
+      held_row = cur.r; /* one pair a request: row r, head 0 */
+      held_b = cur.b;
+    }
+    if ((++n & 31) == 0 || !more) {
+      if (held_row >= 0)
+        store_score(c, 0, held_row, held_b, m3idx__best_logit(&held, c.scale));
+      held_row = -1;
+    }
+    cur = next;
+    have = more;
+    k ^= 1;
+  }
+#else
+  (void)c, (void)map, (void)capacity;
+#endif
+}
+
+hipError_t m3idx_gpu_score_decode_staged(const struct gpu_call *c, const int32_t *map,
+                                         int capacity, hipStream_t s) {
+  const int grid = capacity < c->staged_grid ? capacity : c->staged_grid;
+  with_fast_path(c->path, [&](auto p) {
+    hipLaunchKernelGGL(score_decode_staged<decltype(p)::value>, dim3(grid), dim3(FP64_THREADS),
+                       sizeof(staged_smem), s, *c, map, capacity);
+  });
+  return hipGetLastError();
+}
+
+hipError_t m3idx_gpu_score_decode_staged_setup(int path, int *grid) {
+  *grid = 0;
+  if (path == M3IDX_GPU_PATH_PLAIN)
+    return hipSuccess;
+  int device = 0, sms = 0, per_sm = 0;
+  hipError_t e = hipGetDevice(&device);
+  if (e == hipSuccess)
+    e = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
+  with_fast_path(path, [&](auto p) {
+    const auto kernel = score_decode_staged<decltype(p)::value>;
+    hipFuncAttributes fa;
+    if (e == hipSuccess)
+      e = hipFuncGetAttributes(&fa, (const void *)kernel);
+    /* A build for an older target has an empty kernel: not used. */
+    if (e == hipSuccess && fa.binaryVersion < 90)
+      sms = 0;
+    if (e == hipSuccess && sms > 0)
+      e = hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)sizeof(staged_smem));
+    if (e == hipSuccess && sms > 0)
+      e = hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, FP64_THREADS,
+                                                       sizeof(staged_smem));
+  });
+  if (e == hipSuccess && sms > 0 && per_sm > 0)
+    *grid = 4 * sms * per_sm;
+  return e;
+}
+
+#endif
