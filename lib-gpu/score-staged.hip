@@ -194,12 +194,16 @@ hipError_t m3idx_gpu_score_decode_staged_setup(int path, int *grid) {
     /* A build for an older target has an empty kernel: not used. */
     if (e == hipSuccess && fa.binaryVersion < 90)
       sms = 0;
-    if (e == hipSuccess && sms > 0)
-      e = hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
-                              (int)sizeof(staged_smem));
-    if (e == hipSuccess && sms > 0)
-      e = hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, FP64_THREADS,
-                                                       sizeof(staged_smem));
+    /* A device that cannot give a block sizeof(staged_smem) bytes keeps
+       the unstaged kernel: the refusal is cleared, not reported. */
+    if (e == hipSuccess && sms > 0 &&
+        (hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)sizeof(staged_smem)) != hipSuccess ||
+         hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, FP64_THREADS,
+                                                      sizeof(staged_smem)) != hipSuccess)) {
+      (void)hipGetLastError();
+      per_sm = 0;
+    }
   });
   if (e == hipSuccess && sms > 0 && per_sm > 0)
     *grid = 4 * sms * per_sm;
