@@ -95,10 +95,12 @@ hipError_t m3idx_gpu_score_decode_staged(const struct gpu_call *c, const int32_t
                                          int capacity, hipStream_t s);
 hipError_t m3idx_gpu_score_decode_staged_setup(int path, int *grid);
 /* Once per context: *grid receives the most blocks a decode launch of
- * the path takes, for gpu_call.one_grid: four times what stays resident,
- * so that a map of up to that many entries gives each block at most one
- * and the hardware hands the blocks to SMs as they free up; fixed for the
- * context, so that graph replays see one grid. */
+ * the path takes, for gpu_call.one_grid: M3IDX_GPU_DECODE_WAVES times
+ * what stays resident, so that a map of up to that many entries gives
+ * each block at most one and the hardware hands the blocks to SMs as they
+ * free up; fixed for the context, so that graph replays see one grid.
+ * The staged kernel's setup sizes its grid the same way. */
+#define M3IDX_GPU_DECODE_WAVES 4
 hipError_t m3idx_gpu_score_decode_setup(int path, int *grid);
 
 /* The scoring path for a context on `device' (arch: its target name):

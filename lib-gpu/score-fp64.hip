@@ -147,7 +147,7 @@ hipError_t m3idx_gpu_score_decode_setup(int path, int *grid) {
       e = hipOccupancyMaxActiveBlocksPerMultiprocessor(
           &per_sm, score_decode_fp64<decltype(p)::value>, FP64_THREADS, 0);
     });
-  *grid = 4 * (sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
+  *grid = M3IDX_GPU_DECODE_WAVES * (sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
   return e;
 }
 

@@ -206,7 +206,7 @@ hipError_t m3idx_gpu_score_decode_staged_setup(int path, int *grid) {
     }
   });
   if (e == hipSuccess && sms > 0 && per_sm > 0)
-    *grid = 4 * sms * per_sm;
+    *grid = M3IDX_GPU_DECODE_WAVES * sms * per_sm;
   return e;
 }
 
