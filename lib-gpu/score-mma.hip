@@ -219,7 +219,7 @@ M3IDX_DEV int page_emax(const uint8_t *page) {
   int emax = 0;
   for (int t = threadIdx.x & 31; t < 128; t += 32)
     emax = max(emax, scale_max(key_scales(page, t)));
-  return warp_fold<M3IDX_GPU_PATH_PLAIN>(emax, MAX_OF(int));
+  return warp_max<M3IDX_GPU_PATH_PLAIN>(emax);
 }
 
 /* Registers for NQMAX quads a pass: 128 (4 blocks an SM) hold one quad's

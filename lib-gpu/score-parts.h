@@ -69,6 +69,37 @@ template <int P, class T, class F> M3IDX_DEV T warp_fold(T v, F f) {
 #define MAX_OF(T) [](T a, T b) { return max(a, b); }
 #define MIN_OF(T) [](T a, T b) { return min(a, b); }
 
+/* The largest and smallest of an integer over the warp: one redux.sync
+ * on NVIDIA (sm_80 and later) instead of five shuffles and maxima. */
+template <int P, class T> M3IDX_DEV T warp_max(T v) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  return warp_fold<P>(v, MAX_OF(T));
+#endif
+}
+template <int P, class T> M3IDX_DEV T warp_min(T v) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA) && __CUDA_ARCH__ >= 800
+  return __reduce_min_sync(0xffffffffu, v);
+#else
+  return warp_fold<P>(v, MIN_OF(T));
+#endif
+}
+
+/* The largest of a float over the warp; on NVIDIA its bits taken to an
+ * integer of the same order (negative values' magnitude bits flipped),
+ * so that redux.sync finds it (there a NaN may come out, which the
+ * filter's callers take as no bound: floor_of). */
+template <int P> M3IDX_DEV float warp_max_float(float v) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA) && __CUDA_ARCH__ >= 800
+  const int b = __float_as_int(v);
+  const int m = __reduce_max_sync(0xffffffffu, b < 0 ? b ^ 0x7fffffff : b);
+  return __int_as_float(m < 0 ? m ^ 0x7fffffff : m);
+#else
+  return warp_fold<P>(v, [](float x, float y) { return fmaxf(x, y); });
+#endif
+}
+
 struct alignas(16) warp_query { /* qf is read as float4 */
   float qf[M3IDX_HEAD_DIM];
   int spread;  /* m3idx__spread_allowed of the pair's row */
@@ -135,7 +166,7 @@ M3IDX_DEV void cut_row(warp_query &wq) {
 #pragma unroll
   for (int i = 0; i < 4; i++)
     top = max(top, f_bits(wq.qf[4 * lane + i]) & 0x7fffffffu);
-  top = warp_fold<M3IDX_GPU_PATH_PLAIN>(top, MAX_OF(uint32_t));
+  top = warp_max<M3IDX_GPU_PATH_PLAIN>(top);
   const int32_t hq = m3idx__cut_exponent(top);
   uint32_t lo = 0u, hi = 0u;
   int sum = 0;
@@ -185,9 +216,9 @@ template <int P> M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, lo
       lo = min(lo, (int)l);
     }
   }
-  hi = warp_fold<P>(hi, MAX_OF(int));
-  lo = warp_fold<P>(lo, MIN_OF(int));
-  special = warp_fold<P>(special, MAX_OF(int));
+  hi = warp_max<P>(hi);
+  lo = warp_min<P>(lo);
+  special = warp_max<P>(special);
   for (int m = 1; m < 32; m <<= 1)
     abs_sum += M3IDX_SHFL_XOR(abs_sum, m);
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
@@ -535,13 +566,13 @@ M3IDX_DEV m3idx__block_best pair_best(const gpu_call &c, const fp64_smem &sm,
   for (int i = 0; i < 4; i++)
     scales[i] = key_scales(page, lane + 32 * i);
   int valid;
-  const int emax = warp_fold<P>(lane_scale_max(scales, nkeys, valid), MAX_OF(int));
+  const int emax = warp_max<P>(lane_scale_max(scales, nkeys, valid));
   /* The filter looks for the largest of sign(scale) * D. */
   const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
   float a[4];
   lane_filter<P, STAGED>(sm, wq, page, first, scales, emax, valid, sign, a);
   float top = fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3]));
-  top = warp_fold<P>(top, [](float x, float y) { return fmaxf(x, y); });
+  top = warp_max_float<P>(top);
   const filter_floor f = floor_of(wq, top);
   m3idx__block_best best;
   m3idx__best_start(&best);
