@@ -214,12 +214,15 @@ M3IDX_DEV void score_page(const gpu_call &c, const mma_smem &sm, const uint8_t *
   }
 }
 
-/* The page's largest scale byte but 255 (0 if every byte is 255). */
+/* The page's largest scale byte but 255 (0 if every byte is 255), over
+ * all its 128 keys (lane_scale_max, which flags no key here). */
 M3IDX_DEV int page_emax(const uint8_t *page) {
-  int emax = 0;
-  for (int t = threadIdx.x & 31; t < 128; t += 32)
-    emax = max(emax, scale_max(key_scales(page, t)));
-  return warp_max<M3IDX_GPU_PATH_PLAIN>(emax);
+  uint32_t scales[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    scales[i] = key_scales(page, (threadIdx.x & 31) + 32 * i);
+  int valid;
+  return warp_max<M3IDX_GPU_PATH_PLAIN>(lane_scale_max(scales, 128, valid));
 }
 
 /* Registers for NQMAX quads a pass: 128 (4 blocks an SM) hold one quad's
