@@ -10,9 +10,9 @@
  * 128-bit blocks so that each lane holds one group of one key, its e2m1
  * codes decoded to unsigned bytes (the value in halves, plus 12);
  * vpdpbusd then sums each group's integer products exactly, 64 an
- * instruction, and the four group sums times their scales give A, within
- * M3IDX_CUT_ERROR units of the key's D
- * (lib/filter-cut.h).  The keys whose A is within M3IDX_CUT_MARGIN of the
+ * instruction, and the four group sums, each shifted right by its scale's
+ * distance below the page's largest, add up to A, an integer within
+ * M3IDX_CUT_ERROR units of the key's D (lib/filter-cut.h).  The keys whose A is within M3IDX_CUT_MARGIN of the
  * row's largest are scored exactly (take_key); no other key can hold the
  * block's largest D.  Their D comes from the same cut where fp64 holds it
  * (key_d_cut): the key's group sums of Q again, plus the products of the
@@ -56,11 +56,11 @@ TARGET static INLINE void transpose_blocks(const __m512i x[16], __m512i y[16]) {
 
 /* Keys 16 tile .. 16 tile + 15 of page: v[2i + h] lane 4p + k holds the
  * code bytes of the elements in the low (h 0) or high (h 1) nibbles of
- * y[i]'s dword (transpose_blocks); sc[a] lane 4p + k is 2^(e_p - emax) of
- * key 4a + k in fp32 (0 below fp32's normals); the result has bit j set
- * for a key j whose scale bytes hold no 255. */
+ * y[i]'s dword (transpose_blocks); down[a] lane 4p + k is emax - e_p of key
+ * 4a + k (0 for a byte 255, whose key is not valid); the result has bit j
+ * set for a key j whose scale bytes hold no 255. */
 TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t emax,
-                                          __m512i v[32], __m512 sc[4]) {
+                                          __m512i v[32], __m512i down[4]) {
   __m512i x[16], y[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; j++)
@@ -74,16 +74,15 @@ TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t
     v[2 * i + 1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(y[i], 4), nib));
   }
   const __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 64 * tile);
-  const __m512i bias = _mm512_set1_epi32(127 - emax), byte = _mm512_set1_epi32(255);
+  const __m512i top = _mm512_set1_epi32(emax), byte = _mm512_set1_epi32(255);
   const __m512i group = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
   /* keys 4a .. 4a + 3 in every block, block p shifted to its byte p */
   const __m512i quad[4] = {_mm512_shuffle_i32x4(s, s, 0x00), _mm512_shuffle_i32x4(s, s, 0x55),
                            _mm512_shuffle_i32x4(s, s, 0xaa), _mm512_shuffle_i32x4(s, s, 0xff)};
 #pragma GCC unroll 4
   for (int a = 0; a < 4; a++) {
-    __m512i e = _mm512_and_si512(_mm512_srlv_epi32(quad[a], group), byte);
-    e = _mm512_max_epi32(_mm512_add_epi32(e, bias), _mm512_setzero_si512());
-    sc[a] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_min_epi32(e, byte), 23));
+    const __m512i e = _mm512_and_si512(_mm512_srlv_epi32(quad[a], group), byte);
+    down[a] = _mm512_max_epi32(_mm512_sub_epi32(top, e), _mm512_setzero_si512());
   }
   uint64_t nan = _mm512_cmpeq_epi8_mask(s, _mm512_set1_epi8((char)0xff));
   nan |= nan >> 1;
@@ -93,10 +92,11 @@ TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t
 
 /* A of the tile's 16 keys for one row: eight sums in flight (four key
  * quads, two planes), so that vpdpbusd's latency is hidden; each lane sums
- * one group of one key, and the four groups' products with their scales
- * are added across the blocks at the end. */
-TARGET static INLINE __m512 filter_tile(const __m512i v[32], const __m512 sc[4],
-                                        const struct m3idx_cpu_digits *dg) {
+ * one group of one key, shifts it right by down (arithmetic: the floor of
+ * the sum times 2^(e_p - emax), lib/filter-cut.h), and the four groups
+ * are added across the blocks at the end, exactly. */
+TARGET static INLINE __m512i filter_tile(const __m512i v[32], const __m512i down[4],
+                                         const struct m3idx_cpu_digits *dg) {
   __m512i lo[4], hi[4];
 #pragma GCC unroll 4
   for (int a = 0; a < 4; a++)
@@ -108,20 +108,20 @@ TARGET static INLINE __m512 filter_tile(const __m512i v[32], const __m512 sc[4],
       lo[a] = _mm512_dpbusd_epi32(lo[a], v[8 * a + m], _mm512_load_si512(dg->lo[m]));
       hi[a] = _mm512_dpbusd_epi32(hi[a], v[8 * a + m], _mm512_load_si512(dg->hi[m]));
     }
-  __m512 t[4];
+  __m512i t[4];
 #pragma GCC unroll 4
   for (int a = 0; a < 4; a++) {
     const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi[a], 8), lo[a]),
                                        _mm512_load_si512(dg->bias));
-    t[a] = _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc[a]);
+    t[a] = _mm512_srav_epi32(s, down[a]);
   }
   /* block a of the result: the four blocks of t[a] added */
-  const __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(t[0], t[1], 0x44),
-                                   _mm512_shuffle_f32x4(t[0], t[1], 0xee));
-  const __m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(t[2], t[3], 0x44),
-                                   _mm512_shuffle_f32x4(t[2], t[3], 0xee));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, 0x88),
-                       _mm512_shuffle_f32x4(t01, t23, 0xdd));
+  const __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i32x4(t[0], t[1], 0x44),
+                                       _mm512_shuffle_i32x4(t[0], t[1], 0xee));
+  const __m512i t23 = _mm512_add_epi32(_mm512_shuffle_i32x4(t[2], t[3], 0x44),
+                                       _mm512_shuffle_i32x4(t[2], t[3], 0xee));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(t01, t23, 0x88),
+                          _mm512_shuffle_i32x4(t01, t23, 0xdd));
 }
 
 /* The page's largest scale byte but 255 (0 if every byte is 255). */
@@ -223,6 +223,10 @@ TARGET static void take_key(struct m3idx__block_best *b, const struct m3idx_cpu_
     m3idx__best_take_d(b, key_d_fp64(row->q, data, sc), scale);
 }
 
+/* Below every A (|A| < 2^26), and far enough above INT32_MIN that the
+ * margin can be taken off it: the maximum of a row that filtered no key. */
+#define NO_A (-(1 << 30))
+
 /* The lanes of tile whose keys a row of nkeys causal keys sees. */
 static inline uint32_t causal_lanes(int32_t nkeys, int tile) {
   const int32_t n = nkeys - 16 * tile;
@@ -232,13 +236,13 @@ static inline uint32_t causal_lanes(int32_t nkeys, int tile) {
 TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next,
                                         const struct m3idx_cpu_row *rows, int nrows,
                                         float scale) {
-  _Alignas(64) float a[M3IDX_CPU_ROW_BATCH][M3IDX_HEAD_DIM];
-  __m512 amax[M3IDX_CPU_ROW_BATCH];
+  _Alignas(64) int32_t a[M3IDX_CPU_ROW_BATCH][M3IDX_HEAD_DIM];
+  __m512i amax[M3IDX_CPU_ROW_BATCH];
   uint32_t seen[M3IDX_CPU_ROW_BATCH][8];
   int kmax = 0;
   for (int r = 0; r < nrows; r++) {
     kmax = rows[r].nkeys > kmax ? rows[r].nkeys : kmax;
-    amax[r] = _mm512_set1_ps(-INFINITY);
+    amax[r] = _mm512_set1_epi32(NO_A);
   }
   const int32_t emax = page_emax(page);
   const int tiles = (kmax + 15) / 16;
@@ -247,17 +251,16 @@ TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next
 #pragma GCC unroll 17
       for (int l = 0; l < 17; l++)
         _mm_prefetch((const char *)next + 64 * (17 * tile + l), _MM_HINT_T1);
-    __m512i v[32];
-    __m512 sc[4];
-    const uint32_t valid = decode_tile(page, tile, emax, v, sc);
+    __m512i v[32], down[4];
+    const uint32_t valid = decode_tile(page, tile, emax, v, down);
     for (int r = 0; r < nrows; r++) {
       const uint32_t lanes = valid & causal_lanes(rows[r].nkeys, tile);
       seen[r][tile] = lanes;
       if (rows[r].digits->kind != M3IDX_CPU_ROW_FILTER || lanes == 0u)
         continue;
-      const __m512 t = filter_tile(v, sc, rows[r].digits);
-      _mm512_store_ps(a[r] + 16 * tile, t);
-      amax[r] = _mm512_mask_max_ps(amax[r], (__mmask16)lanes, amax[r], t);
+      const __m512i t = filter_tile(v, down, rows[r].digits);
+      _mm512_store_si512(a[r] + 16 * tile, t);
+      amax[r] = _mm512_mask_max_epi32(amax[r], (__mmask16)lanes, amax[r], t);
     }
   }
   for (int r = 0; r < nrows; r++) {
@@ -275,12 +278,12 @@ TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next
           break;
         }
     } else {
-      const __m512 floor = _mm512_set1_ps(_mm512_reduce_max_ps(amax[r]) - M3IDX_CUT_MARGIN);
+      const __m512i floor =
+          _mm512_set1_epi32(_mm512_reduce_max_epi32(amax[r]) - (int32_t)M3IDX_CUT_MARGIN);
       for (int tile = 0; tile < tiles; tile++) {
         uint32_t c = seen[r][tile] == 0u ? 0u
-                     : _mm512_mask_cmp_ps_mask((__mmask16)seen[r][tile],
-                                               _mm512_load_ps(a[r] + 16 * tile), floor,
-                                               _CMP_GE_OQ);
+                     : _mm512_mask_cmpge_epi32_mask((__mmask16)seen[r][tile],
+                                                    _mm512_load_si512(a[r] + 16 * tile), floor);
         for (; c != 0u; c &= c - 1u)
           take_key(&best, &rows[r], page, 16 * tile + __builtin_ctz(c), scale);
       }

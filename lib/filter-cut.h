@@ -14,13 +14,15 @@
  * 13) * 2^(emax - 128) (emax: the page's largest scale byte but 255) a
  * key's D / U differs from sum_g S_g * 2^(e_g - emax) by at most 4 * 32 *
  * 12 = 1536, S_g being the group's exact integer sum of Q times the
- * halves.  |S_g| < 2^23, so its fp32 conversion is exact; the products
- * with the scales are exact where 2^(e_g - emax) is an fp32 normal, and
- * below them a factor taken as 0 (the CPU) or as 2^-126 (NVIDIA) moves the
- * term by less than 2^23 * 2^-126 = 2^-103; the three fp32 adds (or fused
- * multiply-adds of those exact products) lose at most 3 * 2^-24 * 2^25 =
- * 6.  So |A - D / U| <= 1543 <
- * M3IDX_CUT_ERROR.
+ * halves.  NVIDIA forms A in fp32: |S_g| < 2^23, so its conversion is
+ * exact; the products with the scales are exact where 2^(e_g - emax) is
+ * an fp32 normal, and below them a factor taken as 2^-126 moves
+ * the term by less than 2^23 * 2^-126 = 2^-103; the three fp32 adds (or
+ * fused multiply-adds of those exact products) lose at most 3 * 2^-24 *
+ * 2^25 = 6.  The CPU forms A in integers: each S_g shifted right by emax -
+ * e_g (arithmetically, so the floor of S_g * 2^(e_g - emax), less than 1
+ * below it), then added exactly (|A| < 2^25), which loses less than 4.
+ * Either way |A - D / U| <= 1543 < M3IDX_CUT_ERROR.
  *
  * The cut also gives a key's exact D, for the keys that pass the filter
  * (the CPU's vnni kernel): with z = q * 2^(13 - Hq) (negated as Q is), the
@@ -44,7 +46,8 @@
 
 #define M3IDX_CUT_ERROR 1600.0f
 /* The key of the largest D has A >= max A - 2 * M3IDX_CUT_ERROR; 64 more
- * cover the fp32 rounding of that subtraction (|A| < 2^25). */
+ * cover the fp32 rounding of that subtraction (|A| < 2^25; the CPU's
+ * integer A needs none). */
 #define M3IDX_CUT_MARGIN (2.0f * M3IDX_CUT_ERROR + 64.0f)
 #define M3IDX_CUT_CODE_BIAS 12
 
