@@ -167,7 +167,8 @@ TARGET static INLINE double key_d_fp64(const float *q, const uint8_t *data, cons
 /* D of key (data, sc) from a row's cut (lib/filter-cut.h), for a row
  * whose span and the key's scale spread allow fp64 sums and whose
  * residuals the cut holds: the group sums S_g of Q times the halves by
- * vpdpbusd in the key's own order, then each residual's product. */
+ * vpdpbusd in the key's own order, each times 2^(e_g - emin), plus the
+ * residuals' products, sixteen lanes at once (exact in any order). */
 TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const uint8_t *data,
                                       const uint8_t *sc) {
   const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
@@ -184,12 +185,6 @@ TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const u
   s = _mm512_sub_epi32(s, _mm512_load_si512(dg->bias)); /* block g: S_g in every lane */
   const __m128i g4 = _mm512_castsi512_si128(
       _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), s));
-  double r[4] = {0.0, 0.0, 0.0, 0.0};
-  for (int i = 0; i < dg->residuals; i++) {
-    const int d = dg->res_element[i];
-    r[d / 32] += dg->res_value[i] * (2.0 * m3idx__e2m1_value((data[d / 2] >> (4 * (d & 1))) & 15u));
-  }
-  const __m256d xg = _mm256_add_pd(_mm256_cvtepi32_pd(g4), _mm256_loadu_pd(r));
   int32_t emin = sc[0];
   for (int g = 1; g < 4; g++)
     emin = sc[g] < emin ? sc[g] : emin;
@@ -198,9 +193,31 @@ TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const u
   const __m256i e = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128((int)w));
   const __m256d f = _mm256_castsi256_pd(
       _mm256_slli_epi64(_mm256_add_epi64(e, _mm256_set1_epi64x(1023 - emin)), 52));
-  const __m256d y = _mm256_mul_pd(xg, f);
+  const __m256d y = _mm256_mul_pd(_mm256_cvtepi32_pd(g4), f);
   const __m128d y2 = _mm_add_pd(_mm256_castpd256_pd128(y), _mm256_extractf128_pd(y, 1));
-  const double sum = _mm_cvtsd_f64(_mm_add_sd(y2, _mm_unpackhi_pd(y2, y2)));
+  /* Residual i: its code from its dword, in halves through the codes'
+   * table, times its z - Q and its group's 2^(e_g - emin) (0 past the
+   * last, as z - Q is). */
+  const __m512i cw = _mm512_srlv_epi32(
+      _mm512_permutexvar_epi32(_mm512_load_si512(dg->res_dword), x), _mm512_load_si512(dg->res_nibble));
+  const __m512i halves = _mm512_sub_epi32(
+      _mm512_and_si512(_mm512_shuffle_epi8(table, _mm512_and_si512(cw, _mm512_set1_epi32(15))),
+                       _mm512_set1_epi32(255)),
+      _mm512_set1_epi32(M3IDX_CUT_CODE_BIAS));
+  const __m512i de = _mm512_sub_epi32(
+      _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), _mm512_load_si512(dg->res_group_bit)),
+                       _mm512_set1_epi32(255)),
+      _mm512_set1_epi32(emin - 1023));
+  __m512d rs[2];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    const __m256i hh = h ? _mm512_extracti64x4_epi64(halves, 1) : _mm512_castsi512_si256(halves);
+    const __m256i eh = h ? _mm512_extracti64x4_epi64(de, 1) : _mm512_castsi512_si256(de);
+    const __m512d fg = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_cvtepi32_epi64(eh), 52));
+    rs[h] = _mm512_mul_pd(_mm512_mul_pd(_mm512_load_pd(dg->res_value + 8 * h), _mm512_cvtepi32_pd(hh)), fg);
+  }
+  const double sum = _mm_cvtsd_f64(_mm_add_sd(y2, _mm_unpackhi_pd(y2, y2))) +
+                     _mm512_reduce_add_pd(_mm512_add_pd(rs[0], rs[1]));
   const double p = m3idx__bits_to_double((uint64_t)(1023 + dg->hq - 141 + emin) << 52);
   return dg->negate ? -(sum * p) : sum * p;
 }

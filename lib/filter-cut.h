@@ -32,7 +32,10 @@
  * every r and every partial sum, is a multiple of 2^(13 - span) (span: the
  * row's Hq - Lq of lib/spec-rules.h), and the partial sums stay below
  * 2^23 + 2^9 (within a group: |S_g| < 32 * 12 * 2^14 = 1.5 * 2^22, each |r|
- * < 1) and 2^(25 + spread) (over the groups: each |x_g| < 2^23); so with
+ * < 1) and 2^(25 + spread) (over the groups: each |x_g| < 2^23; the
+ * CPU adds the residuals' products of all groups, each times its group's
+ * 2^(e_g - emin), apart, below 16 * 12 * 2^spread, and then to the sum of
+ * the S_g terms, below 1.5 * 2^(24 + spread)); so with
  * span + spread <= M3IDX_FP64_EXACT_SPAN (41), the condition of the fp64
  * sums, fp64 holds each of them exactly, in any order, and the final power
  * of two (2^-274 .. 2^240) neither overflows nor underflows.
