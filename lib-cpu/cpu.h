@@ -35,13 +35,9 @@ struct m3idx_cpu_digits {
   _Alignas(64) int32_t bias[16]; /* 12 * the sum of each group's Q (the codes' bias) */
   _Alignas(64) int32_t one_lo[2][16];
   _Alignas(64) int32_t one_hi[2][16];
-  /* Residual i (0 past the last): its z - Q, the key dword that holds its
-   * code (element / 8), the code's bit there (4 * (element % 8)) and its
-   * group's byte in the key's scale word (8 * (element / 32)). */
+  /* Residual i: its z - Q and its element (0 and 0 past the last). */
   _Alignas(64) double res_value[M3IDX_CPU_CUT_RESIDUALS];
-  _Alignas(64) int32_t res_dword[M3IDX_CPU_CUT_RESIDUALS];
-  _Alignas(64) int32_t res_nibble[M3IDX_CPU_CUT_RESIDUALS];
-  _Alignas(64) int32_t res_group_bit[M3IDX_CPU_CUT_RESIDUALS];
+  uint8_t res_element[M3IDX_CPU_CUT_RESIDUALS];
   int32_t residuals;             /* how many; -1: more than the arrays hold */
   int32_t hq, negate;            /* the cut's Hq, and whether it negated q */
   int32_t kind;                  /* M3IDX_CPU_ROW_* */

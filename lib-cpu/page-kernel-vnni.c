@@ -12,11 +12,12 @@
  * vpdpbusd then sums each group's integer products exactly, 64 an
  * instruction, and the four group sums, each shifted right by its scale's
  * distance below the page's largest, add up to A, an integer within
- * M3IDX_CUT_ERROR units of the key's D (lib/filter-cut.h).  The keys whose A is within M3IDX_CUT_MARGIN of the
- * row's largest are scored exactly (take_key); no other key can hold the
- * block's largest D.  Their D comes from the same cut where fp64 holds it
- * (key_d_cut): the key's group sums of Q again, plus the products of the
- * few elements whose Q dropped low bits.
+ * M3IDX_CUT_ERROR units of the key's D (lib/filter-cut.h).  The keys
+ * whose A is within M3IDX_CUT_MARGIN of the row's largest are scored
+ * exactly (take_key); no other key can hold the block's largest D.
+ * Their D comes from the same cut where fp64 holds it (key_d_cut): the
+ * key's group sums of Q again, plus the products of the few elements
+ * whose Q dropped low bits.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -195,26 +196,29 @@ TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const u
       _mm256_slli_epi64(_mm256_add_epi64(e, _mm256_set1_epi64x(1023 - emin)), 52));
   const __m256d y = _mm256_mul_pd(_mm256_cvtepi32_pd(g4), f);
   const __m128d y2 = _mm_add_pd(_mm256_castpd256_pd128(y), _mm256_extractf128_pd(y, 1));
-  /* Residual i: its code from its dword, in halves through the codes'
-   * table, times its z - Q and its group's 2^(e_g - emin) (0 past the
-   * last, as z - Q is). */
-  const __m512i cw = _mm512_srlv_epi32(
-      _mm512_permutexvar_epi32(_mm512_load_si512(dg->res_dword), x), _mm512_load_si512(dg->res_nibble));
+  /* Residual i, element d: its code from the key's dword d / 8 (bit
+   * 4 (d % 8)), in halves through the codes' table, times its z - Q and
+   * its group's 2^(e_g - emin) (e_g: byte d / 32 of the scale word; 0
+   * past the last residual, as z - Q is). */
+  const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)dg->res_element));
+  const __m512i bit = _mm512_slli_epi32(_mm512_and_si512(d, _mm512_set1_epi32(7)), 2);
+  const __m512i cw = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_srli_epi32(d, 3), x), bit);
+  const __m512i code = _mm512_and_si512(cw, _mm512_set1_epi32(15));
   const __m512i halves = _mm512_sub_epi32(
-      _mm512_and_si512(_mm512_shuffle_epi8(table, _mm512_and_si512(cw, _mm512_set1_epi32(15))),
-                       _mm512_set1_epi32(255)),
+      _mm512_and_si512(_mm512_shuffle_epi8(table, code), _mm512_set1_epi32(255)),
       _mm512_set1_epi32(M3IDX_CUT_CODE_BIAS));
-  const __m512i de = _mm512_sub_epi32(
-      _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), _mm512_load_si512(dg->res_group_bit)),
-                       _mm512_set1_epi32(255)),
-      _mm512_set1_epi32(emin - 1023));
+  const __m512i eg = _mm512_and_si512(
+      _mm512_srlv_epi32(_mm512_set1_epi32((int)w), _mm512_slli_epi32(_mm512_srli_epi32(d, 5), 3)),
+      _mm512_set1_epi32(255));
+  const __m512i de = _mm512_sub_epi32(eg, _mm512_set1_epi32(emin - 1023)); /* fp64 exponent bits */
   __m512d rs[2];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; h++) {
     const __m256i hh = h ? _mm512_extracti64x4_epi64(halves, 1) : _mm512_castsi512_si256(halves);
     const __m256i eh = h ? _mm512_extracti64x4_epi64(de, 1) : _mm512_castsi512_si256(de);
     const __m512d fg = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_cvtepi32_epi64(eh), 52));
-    rs[h] = _mm512_mul_pd(_mm512_mul_pd(_mm512_load_pd(dg->res_value + 8 * h), _mm512_cvtepi32_pd(hh)), fg);
+    const __m512d rh = _mm512_mul_pd(_mm512_load_pd(dg->res_value + 8 * h), _mm512_cvtepi32_pd(hh));
+    rs[h] = _mm512_mul_pd(rh, fg);
   }
   const double sum = _mm_cvtsd_f64(_mm_add_sd(y2, _mm_unpackhi_pd(y2, y2))) +
                      _mm512_reduce_add_pd(_mm512_add_pd(rs[0], rs[1]));

@@ -29,7 +29,7 @@ void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *ou
   out->residuals = 0;
   for (int i = 0; i < M3IDX_CPU_CUT_RESIDUALS; i++) {
     out->res_value[i] = 0.0;
-    out->res_dword[i] = out->res_nibble[i] = out->res_group_bit[i] = 0;
+    out->res_element[i] = 0;
   }
   int32_t qi[M3IDX_HEAD_DIM];
   for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
@@ -42,9 +42,7 @@ void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *ou
       continue;
     }
     out->res_value[out->residuals] = r;
-    out->res_dword[out->residuals] = d / 8;
-    out->res_nibble[out->residuals] = 4 * (d % 8);
-    out->res_group_bit[out->residuals++] = 8 * (d / 32);
+    out->res_element[out->residuals++] = (uint8_t)d;
   }
   for (int g = 0; g < 4; g++) {
     int32_t sum = 0;
