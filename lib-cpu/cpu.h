@@ -63,10 +63,10 @@ struct m3idx_cpu_row {
 
 /* Scores one page (one 128-token block) for up to M3IDX_CPU_ROW_BATCH rows:
  * *out = clamp(max over the row's first nkeys keys of the SPEC section 4
- * logit), NaN logits ignored, NaN when all are NaN.  `next' is the page the
- * caller scores after this one, or NULL: the kernel prefetches it while it
- * scores this one (a hint only; it is never read). */
-typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page, const uint8_t *next,
+ * logit), NaN logits ignored, NaN when all are NaN.  `ahead' is a page the
+ * caller scores soon after this one (decode: two pages on), or NULL: the
+ * kernel prefetches it while it scores this one (a hint only; never read). */
+typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page, const uint8_t *ahead,
                                       const struct m3idx_cpu_row *rows,
                                       int nrows, float scale);
 
@@ -74,20 +74,20 @@ typedef void (*m3idx_cpu_page_kernel)(const uint8_t *page, const uint8_t *next,
  * logit was NaN. */
 float m3idx__cpu_best_score(const struct m3idx__block_best *b, float scale);
 
-void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *next,
+void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *ahead,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);
 #if defined(__x86_64__) && defined(__GNUC__)
-void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next,
+void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *ahead,
                                  const struct m3idx_cpu_row *rows, int nrows,
                                  float scale);
 #endif
-void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *next,
+void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *ahead,
                                  const struct m3idx_cpu_row *rows, int nrows,
                                  float scale);
 #if defined(__x86_64__) && defined(__GNUC__)
 #define M3IDX_CPU_HAVE_AVX512 1
-void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
+void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ahead,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale);
 #endif

@@ -62,7 +62,7 @@ TARGET static INLINE double dot(const __m512d k[16], const double *q) {
   return _mm512_reduce_add_pd(_mm512_add_pd(a, b));
 }
 
-TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *next,
+TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ahead,
                                           const struct m3idx_cpu_row *rows, int nrows,
                                           float scale) {
   struct m3idx__block_best best[M3IDX_CPU_ROW_BATCH];
@@ -75,8 +75,8 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ne
       split_query(rows[r].q, q[r]);
   }
   for (int t = 0; t < kmax; t++) {
-    if (next != NULL) /* the next page, a key's 68 bytes a key */
-      _mm_prefetch((const char *)next + 68 * t, _MM_HINT_T0);
+    if (ahead != NULL) /* the page ahead, a key's 68 bytes a key */
+      _mm_prefetch((const char *)ahead + 68 * t, _MM_HINT_T0);
     const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
     const int32_t spread = m3idx__key_spread(sc);
     if (spread == 255) /* a NaN scale: every row's logit is NaN, ignored */

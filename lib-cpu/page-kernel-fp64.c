@@ -25,10 +25,10 @@ static double key_dot(const double *k, const double *scales, const float *q) {
   return d;
 }
 
-void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *next,
+void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *ahead,
                                  const struct m3idx_cpu_row *rows, int nrows,
                                  float scale) {
-  (void)next;
+  (void)ahead;
   struct m3idx__block_best best[M3IDX_CPU_ROW_BATCH];
   int kmax = 0;
   for (int r = 0; r < nrows; r++) {

@@ -15,10 +15,10 @@ float m3idx__cpu_best_score(const struct m3idx__block_best *b, float scale) {
   return m3idx__clamp(m3idx__best_logit(b, scale));
 }
 
-void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *next,
+void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *ahead,
                                    const struct m3idx_cpu_row *rows, int nrows,
                                    float scale) {
-  (void)next;
+  (void)ahead;
   for (int r = 0; r < nrows; r++) {
     struct m3idx__block_best b;
     m3idx__best_start(&b);

@@ -254,7 +254,7 @@ static inline uint32_t causal_lanes(int32_t nkeys, int tile) {
   return n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u;
 }
 
-TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next,
+TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *ahead,
                                         const struct m3idx_cpu_row *rows, int nrows,
                                         float scale) {
   _Alignas(64) int32_t a[M3IDX_CPU_ROW_BATCH][M3IDX_HEAD_DIM];
@@ -268,10 +268,10 @@ TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *next
   const int32_t emax = page_emax(page);
   const int tiles = (kmax + 15) / 16;
   for (int tile = 0; tile < tiles; tile++) {
-    if (next != NULL) /* the next page's share, 17 lines a tile, into L2 */
+    if (ahead != NULL) /* the page ahead, its share of 17 lines a tile, into L2 */
 #pragma GCC unroll 17
       for (int l = 0; l < 17; l++)
-        _mm_prefetch((const char *)next + 64 * (17 * tile + l), _MM_HINT_T1);
+        _mm_prefetch((const char *)ahead + 64 * (17 * tile + l), _MM_HINT_T1);
     __m512i v[32], down[4];
     const uint32_t valid = decode_tile(page, tile, emax, v, down);
     for (int r = 0; r < nrows; r++) {

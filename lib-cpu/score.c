@@ -19,7 +19,7 @@ struct row_batch {
   struct m3idx_cpu_row rows[M3IDX_CPU_ROW_BATCH];
   int n;
   const uint8_t *page;
-  const uint8_t *next; /* the page scored after this one, or NULL */
+  const uint8_t *ahead; /* a page scored soon after this one, or NULL */
   m3idx_cpu_page_kernel kernel;
   float scale;
 };
@@ -30,14 +30,14 @@ static inline void add_row(struct row_batch *rb, const struct m3idx_cpu_state *s
                                              s->query_digits + qrow, nkeys,
                                              s->query_spread[qrow], out};
   if (rb->n == M3IDX_CPU_ROW_BATCH) {
-    rb->kernel(rb->page, rb->next, rb->rows, rb->n, rb->scale);
+    rb->kernel(rb->page, rb->ahead, rb->rows, rb->n, rb->scale);
     rb->n = 0;
   }
 }
 
 static inline void flush(struct row_batch *rb) {
   if (rb->n > 0)
-    rb->kernel(rb->page, rb->next, rb->rows, rb->n, rb->scale);
+    rb->kernel(rb->page, rb->ahead, rb->rows, rb->n, rb->scale);
   rb->n = 0;
 }
 
@@ -95,19 +95,24 @@ static int64_t claim_entry(int64_t *claimed) {
   return e;
 }
 
-/* The first page of work-map entry e, or NULL past the used entries. */
-static const uint8_t *entry_first_page(const struct m3idx_call *c, const int32_t *map,
-                                       int64_t e, int64_t used) {
-  if (e >= used || map[2 * e] < 0)
+/* How many pages before its scoring a decode page is prefetched: at one
+ * page the one-row kernel still waited on memory (lib-cpu/TUNING-NOTES). */
+#define PREFETCH_PAGES 2
+
+/* Page k of work-map entry e, or NULL past the used entries or the entry's
+ * blocks. */
+static const uint8_t *entry_page(const struct m3idx_call *c, const int32_t *map, int64_t e,
+                                 int64_t used, int32_t k) {
+  if (e >= used || map[2 * e] < 0 || k >= m3idx__work_count(map[2 * e + 1]))
     return NULL;
-  return page_of(c, map[2 * e], m3idx__work_first(map[2 * e + 1]));
+  return page_of(c, map[2 * e], m3idx__work_first(map[2 * e + 1]) + k);
 }
 
-/* Scores work-map entry e, each page with the next one on its way, and
- * returns the entry this thread takes next.  That entry is claimed as the
- * last block of e begins, so that its first page is the last one's next.
- * Claimed no earlier, so that calls of a few entries still spread over
- * the threads. */
+/* Scores work-map entry e, each page with the one PREFETCH_PAGES on its
+ * way, and returns the entry this thread takes next.  That entry is
+ * claimed as the first page to prefetch from it comes up, so that its
+ * first pages are on their way too; no earlier, so that calls of a few
+ * entries still spread over the threads. */
 static int64_t decode_entry(const struct m3idx_cpu_state *s,
                             const struct m3idx_call *c, const int32_t *map,
                             int64_t e, int64_t used, int64_t *claimed,
@@ -120,11 +125,12 @@ static int64_t decode_entry(const struct m3idx_cpu_state *s,
   struct row_batch rb = {.n = 0, .kernel = s->kernel, .scale = c->scale};
   for (int32_t b = b0; b < end; b++) {
     rb.page = page_of(c, r, b);
-    if (b + 1 < end) {
-      rb.next = page_of(c, r, b + 1);
+    if (b + PREFETCH_PAGES < end) {
+      rb.ahead = page_of(c, r, b + PREFETCH_PAGES);
     } else {
-      then = claim_entry(claimed);
-      rb.next = entry_first_page(c, map, then, used);
+      if (then < 0)
+        then = claim_entry(claimed);
+      rb.ahead = entry_page(c, map, then, used, b + PREFETCH_PAGES - end);
     }
     for (int32_t j = 0; j < qlen; j++) {
       int32_t row = r * qlen + j;
