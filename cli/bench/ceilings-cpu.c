@@ -1,10 +1,10 @@
 /*
  * ceilings-cpu.c - the CPU's own ceilings, measured in the bench's run:
  * a STREAM-style read of a buffer larger than the last-level cache, the
- * same read taken as 8704-byte pages in shuffled order, the next page
- * prefetched while one is read (what decode reads, as it reads them: a
- * block table's pages lie anywhere), and a register-resident fp32 FMA
- * loop on every thread.
+ * same read taken as 8704-byte pages in shuffled order, each page
+ * prefetched two pages before it is read (what decode reads, as it reads
+ * them: a block table's pages lie anywhere), and a register-resident fp32
+ * FMA loop on every thread.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -75,9 +75,9 @@ static double timed_read(const uint8_t *buf, const int32_t *order, int64_t spans
     uint64_t total = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
     for (int64_t i = 0; i < spans; i++) {
-      if (order && i + 1 < spans) /* the next page on its way, as decode has it */
+      if (order && i + 2 < spans) /* the page two on its way, as decode has it */
         for (size_t b = 0; b < bytes; b += 64)
-          __builtin_prefetch(buf + (size_t)order[i + 1] * bytes + b);
+          __builtin_prefetch(buf + (size_t)order[i + 2] * bytes + b);
       total += read_span(buf + (size_t)(order ? order[i] : i) * bytes, bytes, simd);
     }
     bench_sink += total;
