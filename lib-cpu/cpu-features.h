@@ -32,11 +32,10 @@ static inline int m3idx__cpu_has_avx512vnni(void) {
 #endif
 }
 
-/* AVX-512 F, BW, VBMI and BF16: the instructions of the avx512bf16 kernel. */
-static inline int m3idx__cpu_has_avx512bf16(void) {
+/* The vnni kernel's instructions and AVX-512 VBMI: its vnni-vbmi build. */
+static inline int m3idx__cpu_has_avx512vnni_vbmi(void) {
 #ifdef M3IDX_CPU_X86_64
-  return m3idx__cpu_has_avx512f() && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16");
+  return m3idx__cpu_has_avx512vnni() && __builtin_cpu_supports("avx512vbmi");
 #else
   return 0;
 #endif

@@ -81,6 +81,9 @@ void m3idx__cpu_page_scores_scalar(const uint8_t *page, const uint8_t *ahead,
 void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *ahead,
                                  const struct m3idx_cpu_row *rows, int nrows,
                                  float scale);
+void m3idx__cpu_page_scores_vnni_vbmi(const uint8_t *page, const uint8_t *ahead,
+                                      const struct m3idx_cpu_row *rows, int nrows,
+                                      float scale);
 #endif
 void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *ahead,
                                  const struct m3idx_cpu_row *rows, int nrows,
@@ -93,8 +96,8 @@ void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ahead,
 #endif
 
 /* The fastest kernel this processor runs, or the one M3IDX_CPU_ISA names
- * (scalar, fp64, avx512, vnni); *name says which.  NULL if M3IDX_CPU_ISA asks for one
- * this processor lacks. */
+ * (scalar, fp64, avx512, vnni, vnni-vbmi); *name says which.  NULL if
+ * M3IDX_CPU_ISA asks for one this processor lacks. */
 m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
                                              struct m3idx_errbuf *err);
 

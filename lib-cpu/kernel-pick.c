@@ -1,7 +1,7 @@
 /*
  * kernel-pick.c - choose the page kernel at run time.
  *
- * M3IDX_CPU_ISA=scalar|fp64|avx512|vnni forces one (the tests run each and
+ * M3IDX_CPU_ISA=scalar|fp64|avx512|vnni|vnni-vbmi forces one (the tests run each and
  * compare bytes); otherwise the fastest the processor runs.  Every kernel
  * gives the exact score rounded once, so the choice changes no bit.
  *
@@ -26,6 +26,7 @@ static const struct {
   int (*usable)(void);
 } kernels[] = {
 #ifdef M3IDX_CPU_HAVE_AVX512
+    {"vnni-vbmi", m3idx__cpu_page_scores_vnni_vbmi, m3idx__cpu_has_avx512vnni_vbmi},
     {"vnni", m3idx__cpu_page_scores_vnni, m3idx__cpu_has_avx512vnni},
     {"avx512", m3idx__cpu_page_scores_avx512, m3idx__cpu_has_avx512f},
 #endif

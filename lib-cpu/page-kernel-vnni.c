@@ -31,12 +31,32 @@
 #include "filter-cut.h"
 #include "spec-rules.h"
 
+/* page-kernel-vnni-vbmi.c builds this file again with AVX-512 VBMI. */
+#ifdef M3IDX_VNNI_VBMI
+#define TARGET __attribute__((target("avx512f,avx512bw,avx512vnni,bmi2,avx512vbmi")))
+#define KERNEL m3idx__cpu_page_scores_vnni_vbmi
+#else
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vnni,bmi2")))
+#define KERNEL m3idx__cpu_page_scores_vnni
+#endif
 #define INLINE inline __attribute__((always_inline))
 
 /* e2m1 code -> value in halves + M3IDX_CUT_CODE_BIAS: 0, 1, 2, 3, 4, 6, 8,
  * 12, then negated (unsigned bytes for vpdpbusd; the rows' bias undoes it). */
 #define CODE_BYTES 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
+
+/* The code bytes of x's low nibbles (high 0) or high nibbles (high 1).
+ * With VBMI, vpermb reads six index bits of a table that repeats every 16
+ * bytes, so the neighbouring bits need no mask. */
+TARGET static INLINE __m512i code_bytes(__m512i x, int high) {
+  const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
+  const __m512i idx = high ? _mm512_srli_epi16(x, 4) : x;
+#ifdef M3IDX_VNNI_VBMI
+  return _mm512_permutexvar_epi8(idx, table);
+#else
+  return _mm512_shuffle_epi8(table, _mm512_and_si512(idx, _mm512_set1_epi8(15)));
+#endif
+}
 
 /* x[j] holds key j's data; y[4a + c], lane 4p + k, is dword 4p + c of key
  * 4a + k: a 4 x 4 transpose within each 128-bit block (which shuffles
@@ -67,12 +87,10 @@ TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t
   for (int j = 0; j < 16; j++)
     x[j] = _mm512_loadu_si512(page + 64 * (16 * tile + j));
   transpose_blocks(x, y);
-  const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
-  const __m512i nib = _mm512_set1_epi8(15);
 #pragma GCC unroll 16
   for (int i = 0; i < 16; i++) {
-    v[2 * i] = _mm512_shuffle_epi8(table, _mm512_and_si512(y[i], nib));
-    v[2 * i + 1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(y[i], 4), nib));
+    v[2 * i] = code_bytes(y[i], 0);
+    v[2 * i + 1] = code_bytes(y[i], 1);
   }
   const __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 64 * tile);
   const __m512i top = _mm512_set1_epi32(emax), byte = _mm512_set1_epi32(255);
@@ -99,9 +117,12 @@ TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t
 TARGET static INLINE __m512i filter_tile(const __m512i v[32], const __m512i down[4],
                                          const struct m3idx_cpu_digits *dg) {
   __m512i lo[4], hi[4];
+  const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_load_si512(dg->bias));
 #pragma GCC unroll 4
-  for (int a = 0; a < 4; a++)
-    lo[a] = hi[a] = _mm512_setzero_si512();
+  for (int a = 0; a < 4; a++) {
+    lo[a] = start; /* minus the row's bias (the codes' + M3IDX_CUT_CODE_BIAS) */
+    hi[a] = _mm512_setzero_si512();
+  }
 #pragma GCC unroll 8
   for (int m = 0; m < 8; m++)
 #pragma GCC unroll 4
@@ -112,9 +133,7 @@ TARGET static INLINE __m512i filter_tile(const __m512i v[32], const __m512i down
   __m512i t[4];
 #pragma GCC unroll 4
   for (int a = 0; a < 4; a++) {
-    const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi[a], 8), lo[a]),
-                                       _mm512_load_si512(dg->bias));
-    t[a] = _mm512_srav_epi32(s, down[a]);
+    t[a] = _mm512_srav_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi[a], 8), lo[a]), down[a]);
   }
   /* block a of the result: the four blocks of t[a] added */
   const __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i32x4(t[0], t[1], 0x44),
@@ -173,9 +192,8 @@ TARGET static INLINE double key_d_fp64(const float *q, const uint8_t *data, cons
 TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const uint8_t *data,
                                       const uint8_t *sc) {
   const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
-  const __m512i nib = _mm512_set1_epi8(15), x = _mm512_loadu_si512(data);
-  const __m512i even = _mm512_shuffle_epi8(table, _mm512_and_si512(x, nib));
-  const __m512i odd = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
+  const __m512i x = _mm512_loadu_si512(data);
+  const __m512i even = code_bytes(x, 0), odd = code_bytes(x, 1);
   __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_load_si512(dg->one_lo[0]));
   __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_load_si512(dg->one_hi[0]));
   lo = _mm512_dpbusd_epi32(lo, odd, _mm512_load_si512(dg->one_lo[1]));
@@ -254,9 +272,8 @@ static inline uint32_t causal_lanes(int32_t nkeys, int tile) {
   return n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u;
 }
 
-TARGET void m3idx__cpu_page_scores_vnni(const uint8_t *page, const uint8_t *ahead,
-                                        const struct m3idx_cpu_row *rows, int nrows,
-                                        float scale) {
+TARGET void KERNEL(const uint8_t *page, const uint8_t *ahead, const struct m3idx_cpu_row *rows,
+                   int nrows, float scale) {
   _Alignas(64) int32_t a[M3IDX_CPU_ROW_BATCH][M3IDX_HEAD_DIM];
   __m512i amax[M3IDX_CPU_ROW_BATCH];
   uint32_t seen[M3IDX_CPU_ROW_BATCH][8];

@@ -94,12 +94,12 @@ static struct test_case *tiny_query_decode(void) {
 /* tc's bytes from every kernel the processor runs equal the scalar
  * kernel's (a kernel the processor lacks is skipped). */
 static void kernels_match_scalar(struct test_case *tc) {
-  static const char *const kernels[] = {"fp64", "avx512", "vnni"};
+  static const char *const kernels[] = {"fp64", "avx512", "vnni", "vnni-vbmi"};
   struct case_results scalar, simd;
   char why[512];
   setenv("M3IDX_CPU_ISA", "scalar", 1);
   run_cpu(tc, 2, &scalar);
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < (int)(sizeof kernels / sizeof kernels[0]); k++) {
     setenv("M3IDX_CPU_ISA", kernels[k], 1);
     m3idx_options o;
     m3idx_context *ctx = NULL;
