@@ -191,7 +191,6 @@ TARGET static INLINE double key_d_fp64(const float *q, const uint8_t *data, cons
  * residuals' products, sixteen lanes at once (exact in any order). */
 TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const uint8_t *data,
                                       const uint8_t *sc) {
-  const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
   const __m512i x = _mm512_loadu_si512(data);
   const __m512i even = code_bytes(x, 0), odd = code_bytes(x, 1);
   __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_load_si512(dg->one_lo[0]));
@@ -221,9 +220,8 @@ TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const u
   const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)dg->res_element));
   const __m512i bit = _mm512_slli_epi32(_mm512_and_si512(d, _mm512_set1_epi32(7)), 2);
   const __m512i cw = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_srli_epi32(d, 3), x), bit);
-  const __m512i code = _mm512_and_si512(cw, _mm512_set1_epi32(15));
   const __m512i halves = _mm512_sub_epi32(
-      _mm512_and_si512(_mm512_shuffle_epi8(table, code), _mm512_set1_epi32(255)),
+      _mm512_and_si512(code_bytes(cw, 0), _mm512_set1_epi32(255)), /* the low byte's code */
       _mm512_set1_epi32(M3IDX_CUT_CODE_BIAS));
   const __m512i eg = _mm512_and_si512(
       _mm512_srlv_epi32(_mm512_set1_epi32((int)w), _mm512_slli_epi32(_mm512_srli_epi32(d, 5), 3)),
