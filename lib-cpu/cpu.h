@@ -25,7 +25,8 @@
  * reads a key tile: in lo[2c + h] and hi[2c + h], dword lane 4p + k holds,
  * in byte b, the digit of element 8(4p + c) + 2b + h (the elements that
  * dword 4p + c of a key holds in its low (h 0) or high (h 1) nibbles), the
- * same for each k; bias lane 4p + k holds group p's bias.  The same digits
+ * same for each k; bias lane 4p + k holds group p's bias.  p and bias_p:
+ * the one-plane cut P (lib/filter-cut.h), laid out as lo.  The same digits
  * in a key's own order (one_lo[h] and one_hi[h], lane l: elements 8l + 2b
  * + h) and the elements whose Q is not exact (residuals) give the exact D
  * of one key (lib/filter-cut.h). */
@@ -33,6 +34,8 @@ struct m3idx_cpu_digits {
   _Alignas(64) int32_t lo[8][16];
   _Alignas(64) int32_t hi[8][16];
   _Alignas(64) int32_t bias[16]; /* 12 * the sum of each group's Q (the codes' bias) */
+  _Alignas(64) int32_t p[8][16];
+  _Alignas(64) int32_t bias_p[16]; /* 12 * the sum of each group's P */
   _Alignas(64) int32_t one_lo[2][16];
   _Alignas(64) int32_t one_hi[2][16];
   /* Residual i: its z - Q and its element (0 and 0 past the last). */

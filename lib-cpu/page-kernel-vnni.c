@@ -19,6 +19,11 @@
  * key's group sums of Q again, plus the products of the few elements
  * whose Q dropped low bits.
  *
+ * A page of ONE_PLANE_ROWS rows or more is filtered on one 8-bit plane
+ * first (half the vpdpbusd a row), against a bound B of each key that
+ * the rows share (from its codes' magnitudes, once a tile); the few keys
+ * within it get their A from their own bytes (key_a) and then A's test.
+ *
  * SPDX-License-Identifier: MIT
  */
 #include <config.h>
@@ -58,6 +63,39 @@ TARGET static INLINE __m512i code_bytes(__m512i x, int high) {
 #endif
 }
 
+/* |value in halves| of an e2m1 code's magnitude bits m (0 .. 7). */
+#define HALVES_OF(m) ((m) < 5 ? (m) : (m) == 5 ? 6 : (m) == 6 ? 8 : 12)
+#define PAIR(i) HALVES_OF((i) & 7) + HALVES_OF(((i) >> 4) & 7)
+#define PAIRS4(i) PAIR(i), PAIR(i + 1), PAIR(i + 2), PAIR(i + 3)
+#define PAIRS16(i) PAIRS4(i), PAIRS4(i + 4), PAIRS4(i + 8), PAIRS4(i + 12)
+
+/* The |halves| of each byte's two codes, added (0 .. 24). */
+TARGET static INLINE __m512i pair_magnitudes(__m512i x) {
+#ifdef M3IDX_VNNI_VBMI
+  /* byte i: PAIR(i) for the seven bits vpermt2b reads; bit 3 (the low
+   * code's sign) does not change it, bit 7 (the high code's) is not read */
+  static const uint8_t table[128] __attribute__((aligned(64))) = {
+      PAIRS16(0), PAIRS16(16), PAIRS16(32), PAIRS16(48),
+      PAIRS16(64), PAIRS16(80), PAIRS16(96), PAIRS16(112)};
+  return _mm512_permutex2var_epi8(_mm512_load_si512(table), x, _mm512_load_si512(table + 64));
+#else
+  const __m512i m = _mm512_broadcast_i32x4(_mm_setr_epi8(PAIRS16(0)) /* PAIR(i), i < 16: i's own */);
+  const __m512i f = _mm512_set1_epi8(15);
+  return _mm512_add_epi8(_mm512_shuffle_epi8(m, _mm512_and_si512(x, f)),
+                         _mm512_shuffle_epi8(m, _mm512_and_si512(_mm512_srli_epi16(x, 4), f)));
+#endif
+}
+
+/* Lane j of the result: key j's sum over the four blocks of t[j / 4]. */
+TARGET static INLINE __m512i add_blocks(const __m512i t[4]) {
+  const __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i32x4(t[0], t[1], 0x44),
+                                       _mm512_shuffle_i32x4(t[0], t[1], 0xee));
+  const __m512i t23 = _mm512_add_epi32(_mm512_shuffle_i32x4(t[2], t[3], 0x44),
+                                       _mm512_shuffle_i32x4(t[2], t[3], 0xee));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(t01, t23, 0x88),
+                          _mm512_shuffle_i32x4(t01, t23, 0xdd));
+}
+
 /* x[j] holds key j's data; y[4a + c], lane 4p + k, is dword 4p + c of key
  * 4a + k: a 4 x 4 transpose within each 128-bit block (which shuffles
  * cheaply), so that block p holds group p of four keys. */
@@ -81,7 +119,7 @@ TARGET static INLINE void transpose_blocks(const __m512i x[16], __m512i y[16]) {
  * 4a + k (0 for a byte 255, whose key is not valid); the result has bit j
  * set for a key j whose scale bytes hold no 255. */
 TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t emax,
-                                          __m512i v[32], __m512i down[4]) {
+                                          __m512i v[32], __m512i down[4], __m512i *bound) {
   __m512i x[16], y[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; j++)
@@ -102,6 +140,18 @@ TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t
   for (int a = 0; a < 4; a++) {
     const __m512i e = _mm512_and_si512(_mm512_srlv_epi32(quad[a], group), byte);
     down[a] = _mm512_max_epi32(_mm512_sub_epi32(top, e), _mm512_setzero_si512());
+  }
+  if (bound != NULL) { /* B of each key (lib/filter-cut.h), for filter_tile_one */
+    __m512i b[4];
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+      const __m512i e = _mm512_add_epi8(
+          _mm512_add_epi8(pair_magnitudes(y[4 * a]), pair_magnitudes(y[4 * a + 1])),
+          _mm512_add_epi8(pair_magnitudes(y[4 * a + 2]), pair_magnitudes(y[4 * a + 3])));
+      const __m512i eg = _mm512_dpbusd_epi32(_mm512_setzero_si512(), e, _mm512_set1_epi8(1));
+      b[a] = _mm512_srav_epi32(_mm512_slli_epi32(eg, 6), down[a]);
+    }
+    *bound = _mm512_add_epi32(add_blocks(b), _mm512_set1_epi32(8));
   }
   uint64_t nan = _mm512_cmpeq_epi8_mask(s, _mm512_set1_epi8((char)0xff));
   nan |= nan >> 1;
@@ -135,13 +185,29 @@ TARGET static INLINE __m512i filter_tile(const __m512i v[32], const __m512i down
   for (int a = 0; a < 4; a++) {
     t[a] = _mm512_srav_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi[a], 8), lo[a]), down[a]);
   }
-  /* block a of the result: the four blocks of t[a] added */
-  const __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i32x4(t[0], t[1], 0x44),
-                                       _mm512_shuffle_i32x4(t[0], t[1], 0xee));
-  const __m512i t23 = _mm512_add_epi32(_mm512_shuffle_i32x4(t[2], t[3], 0x44),
-                                       _mm512_shuffle_i32x4(t[2], t[3], 0xee));
-  return _mm512_add_epi32(_mm512_shuffle_i32x4(t01, t23, 0x88),
-                          _mm512_shuffle_i32x4(t01, t23, 0xdd));
+  return add_blocks(t);
+}
+
+/* H of the tile's 16 keys for one row (lib/filter-cut.h): the one-plane
+ * cut's group sums, times 128 and shifted right as in filter_tile.  Four
+ * sums in flight: the other rows' fill vpdpbusd's latency. */
+TARGET static INLINE __m512i filter_tile_one(const __m512i v[32], const __m512i down[4],
+                                             const struct m3idx_cpu_digits *dg) {
+  __m512i p[4];
+  const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_load_si512(dg->bias_p));
+#pragma GCC unroll 4
+  for (int a = 0; a < 4; a++)
+    p[a] = start; /* minus the plane's bias */
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; m++)
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++)
+      p[a] = _mm512_dpbusd_epi32(p[a], v[8 * a + m], _mm512_load_si512(dg->p[m]));
+  __m512i t[4];
+#pragma GCC unroll 4
+  for (int a = 0; a < 4; a++)
+    t[a] = _mm512_srav_epi32(_mm512_slli_epi32(p[a], 7), down[a]);
+  return add_blocks(t);
 }
 
 /* The page's largest scale byte but 255 (0 if every byte is 255). */
@@ -184,14 +250,9 @@ TARGET static INLINE double key_d_fp64(const float *q, const uint8_t *data, cons
   return _mm512_reduce_add_pd(_mm512_add_pd(acc[0], acc[1]));
 }
 
-/* D of key (data, sc) from a row's cut (lib/filter-cut.h), for a row
- * whose span and the key's scale spread allow fp64 sums and whose
- * residuals the cut holds: the group sums S_g of Q times the halves by
- * vpdpbusd in the key's own order, each times 2^(e_g - emin), plus the
- * residuals' products, sixteen lanes at once (exact in any order). */
-TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const uint8_t *data,
-                                      const uint8_t *sc) {
-  const __m512i x = _mm512_loadu_si512(data);
+/* Block g of the result, every lane: S_g of the key whose data is x, for
+ * a row's cut (vpdpbusd in the key's own order). */
+TARGET static INLINE __m512i group_sums(const struct m3idx_cpu_digits *dg, __m512i x) {
   const __m512i even = code_bytes(x, 0), odd = code_bytes(x, 1);
   __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_load_si512(dg->one_lo[0]));
   __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_load_si512(dg->one_hi[0]));
@@ -200,7 +261,32 @@ TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const u
   __m512i s = _mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo); /* block g: group g's four quarters */
   s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
   s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
-  s = _mm512_sub_epi32(s, _mm512_load_si512(dg->bias)); /* block g: S_g in every lane */
+  return _mm512_sub_epi32(s, _mm512_load_si512(dg->bias));
+}
+
+/* A of key t of page for a row: filter_tile's, for one key whose scale
+ * bytes hold no 255. */
+TARGET static INLINE int32_t key_a(const struct m3idx_cpu_digits *dg, const uint8_t *page, int t,
+                                   int32_t emax) {
+  const __m512i s = group_sums(dg, _mm512_loadu_si512(page + 64 * t));
+  uint32_t w;
+  memcpy(&w, page + M3IDX_PAGE_DATA_BYTES + 4 * t, 4);
+  const __m512i group = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
+  const __m512i e = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), group),
+                                     _mm512_set1_epi32(255));
+  const __m512i a = _mm512_srav_epi32(s, _mm512_sub_epi32(_mm512_set1_epi32(emax), e));
+  return _mm512_mask_reduce_add_epi32(0x1111, a);
+}
+
+/* D of key (data, sc) from a row's cut (lib/filter-cut.h), for a row
+ * whose span and the key's scale spread allow fp64 sums and whose
+ * residuals the cut holds: the group sums S_g of Q times the halves by
+ * vpdpbusd in the key's own order, each times 2^(e_g - emin), plus the
+ * residuals' products, sixteen lanes at once (exact in any order). */
+TARGET static INLINE double key_d_cut(const struct m3idx_cpu_digits *dg, const uint8_t *data,
+                                      const uint8_t *sc) {
+  const __m512i x = _mm512_loadu_si512(data);
+  const __m512i s = group_sums(dg, x);
   const __m128i g4 = _mm512_castsi512_si128(
       _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), s));
   int32_t emin = sc[0];
@@ -270,9 +356,25 @@ static inline uint32_t causal_lanes(int32_t nkeys, int tile) {
   return n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u;
 }
 
-TARGET void KERNEL(const uint8_t *page, const uint8_t *ahead, const struct m3idx_cpu_row *rows,
-                   int nrows, float scale) {
+/* Pages of this many rows or more are filtered on one plane first: from
+ * there the second plane's vpdpbusd saved outweigh B's cost a tile (one
+ * vpermt2b a vector with VBMI, six instructions without; TUNING-NOTES). */
+#ifdef M3IDX_VNNI_VBMI
+#define ONE_PLANE_ROWS 3
+#else
+#define ONE_PLANE_ROWS 5
+#endif
+
+/* The kernel, for a filter of both planes (A) or the high plane alone (H,
+ * within B of A: lib/filter-cut.h).  The keys whose A, or H + B, reaches
+ * the row's largest A (H - B) less M3IDX_CUT_MARGIN are scored exactly. */
+TARGET static INLINE void score_page(const uint8_t *page, const uint8_t *ahead,
+                                     const struct m3idx_cpu_row *rows, int nrows, float scale,
+                                     const int one_plane) {
   _Alignas(64) int32_t a[M3IDX_CPU_ROW_BATCH][M3IDX_HEAD_DIM];
+  _Alignas(64) int32_t bound[M3IDX_HEAD_DIM];
+  int32_t pass_a[M3IDX_BLOCK_SIZE], pass_key[M3IDX_BLOCK_SIZE + 16]; /* + a store's slack */
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   __m512i amax[M3IDX_CPU_ROW_BATCH];
   uint32_t seen[M3IDX_CPU_ROW_BATCH][8];
   int kmax = 0;
@@ -287,16 +389,19 @@ TARGET void KERNEL(const uint8_t *page, const uint8_t *ahead, const struct m3idx
 #pragma GCC unroll 17
       for (int l = 0; l < 17; l++)
         _mm_prefetch((const char *)ahead + 64 * (17 * tile + l), _MM_HINT_T1);
-    __m512i v[32], down[4];
-    const uint32_t valid = decode_tile(page, tile, emax, v, down);
+    __m512i v[32], down[4], b = _mm512_setzero_si512();
+    const uint32_t valid = decode_tile(page, tile, emax, v, down, one_plane ? &b : NULL);
+    if (one_plane)
+      _mm512_store_si512(bound + 16 * tile, b);
     for (int r = 0; r < nrows; r++) {
       const uint32_t lanes = valid & causal_lanes(rows[r].nkeys, tile);
       seen[r][tile] = lanes;
       if (rows[r].digits->kind != M3IDX_CPU_ROW_FILTER || lanes == 0u)
         continue;
-      const __m512i t = filter_tile(v, down, rows[r].digits);
+      const __m512i t = one_plane ? filter_tile_one(v, down, rows[r].digits)
+                                  : filter_tile(v, down, rows[r].digits);
       _mm512_store_si512(a[r] + 16 * tile, t);
-      amax[r] = _mm512_mask_max_epi32(amax[r], (__mmask16)lanes, amax[r], t);
+      amax[r] = _mm512_mask_max_epi32(amax[r], (__mmask16)lanes, amax[r], _mm512_sub_epi32(t, b));
     }
   }
   for (int r = 0; r < nrows; r++) {
@@ -314,17 +419,59 @@ TARGET void KERNEL(const uint8_t *page, const uint8_t *ahead, const struct m3idx
           break;
         }
     } else {
-      const __m512i floor =
-          _mm512_set1_epi32(_mm512_reduce_max_epi32(amax[r]) - (int32_t)M3IDX_CUT_MARGIN);
+      /* The keys whose A reaches max A - M3IDX_CUT_MARGIN (one plane: whose
+       * H + B reaches max(H - B)), gathered without a branch a key. */
+      const __m512i floor = _mm512_set1_epi32(_mm512_reduce_max_epi32(amax[r]) -
+                                              (one_plane ? 0 : (int32_t)M3IDX_CUT_MARGIN));
+      int n = 0;
       for (int tile = 0; tile < tiles; tile++) {
-        uint32_t c = seen[r][tile] == 0u ? 0u
-                     : _mm512_mask_cmpge_epi32_mask((__mmask16)seen[r][tile],
-                                                    _mm512_load_si512(a[r] + 16 * tile), floor);
-        for (; c != 0u; c &= c - 1u)
-          take_key(&best, &rows[r], page, 16 * tile + __builtin_ctz(c), scale);
+        if (seen[r][tile] == 0u) /* a[r] was not written */
+          continue;
+        __m512i t = _mm512_load_si512(a[r] + 16 * tile);
+        if (one_plane)
+          t = _mm512_add_epi32(t, _mm512_load_si512(bound + 16 * tile));
+        const __mmask16 c = _mm512_mask_cmpge_epi32_mask((__mmask16)seen[r][tile], t, floor);
+        _mm512_storeu_si512(pass_key + n, _mm512_maskz_compress_epi32(
+                                              c, _mm512_add_epi32(_mm512_set1_epi32(16 * tile), lane)));
+        n += __builtin_popcount(c);
       }
+      if (one_plane) { /* then A's test, on those keys only */
+        int32_t most = NO_A;
+        for (int i = 0; i < n; i++) {
+          pass_a[i] = key_a(rows[r].digits, page, pass_key[i], emax);
+          most = pass_a[i] > most ? pass_a[i] : most;
+        }
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+          pass_key[m] = pass_key[i];
+          m += pass_a[i] >= most - (int32_t)M3IDX_CUT_MARGIN;
+        }
+        n = m;
+      }
+      for (int i = 0; i < n; i++)
+        take_key(&best, &rows[r], page, pass_key[i], scale);
     }
     *rows[r].out = m3idx__cpu_best_score(&best, scale);
   }
+}
+
+TARGET __attribute__((noinline)) static void score_page_two_planes(
+    const uint8_t *page, const uint8_t *ahead, const struct m3idx_cpu_row *rows, int nrows,
+    float scale) {
+  score_page(page, ahead, rows, nrows, scale, 0);
+}
+
+TARGET __attribute__((noinline)) static void score_page_one_plane(
+    const uint8_t *page, const uint8_t *ahead, const struct m3idx_cpu_row *rows, int nrows,
+    float scale) {
+  score_page(page, ahead, rows, nrows, scale, 1);
+}
+
+TARGET void KERNEL(const uint8_t *page, const uint8_t *ahead, const struct m3idx_cpu_row *rows,
+                   int nrows, float scale) {
+  if (nrows >= ONE_PLANE_ROWS)
+    score_page_one_plane(page, ahead, rows, nrows, scale);
+  else
+    score_page_two_planes(page, ahead, rows, nrows, scale);
 }
 #endif

@@ -44,26 +44,35 @@ void m3idx__cpu_cut_row(const float *q, float scale, struct m3idx_cpu_digits *ou
     out->res_value[out->residuals] = r;
     out->res_element[out->residuals++] = (uint8_t)d;
   }
+  int32_t pi[M3IDX_HEAD_DIM];
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++)
+    pi[d] = m3idx__cut_p(q[d], hq, negate);
   for (int g = 0; g < 4; g++) {
-    int32_t sum = 0;
-    for (int j = 0; j < 32; j++)
+    int32_t sum = 0, sum_p = 0;
+    for (int j = 0; j < 32; j++) {
       sum += qi[32 * g + j];
-    for (int k = 0; k < 4; k++)
+      sum_p += pi[32 * g + j];
+    }
+    for (int k = 0; k < 4; k++) {
       out->bias[4 * g + k] = M3IDX_CUT_CODE_BIAS * sum;
+      out->bias_p[4 * g + k] = M3IDX_CUT_CODE_BIAS * sum_p;
+    }
   }
   for (int i = 0; i < 16; i++) /* dword i of a key: elements 8i .. 8i + 7 */
     for (int h = 0; h < 2; h++) {
-      uint32_t lo = 0u, hi = 0u;
+      uint32_t lo = 0u, hi = 0u, one = 0u;
       for (int b = 0; b < 4; b++) {
         const int32_t v = qi[8 * i + 2 * b + h];
         lo |= m3idx__cut_lo(v) << (8 * b);
         hi |= m3idx__cut_hi(v) << (8 * b);
+        one |= ((uint32_t)pi[8 * i + 2 * b + h] & 255u) << (8 * b);
       }
       out->one_lo[h][i] = (int32_t)lo; /* the key's own order */
       out->one_hi[h][i] = (int32_t)hi;
       for (int k = 0; k < 4; k++) { /* a tile's: block i / 4, c = i % 4 */
         out->lo[2 * (i % 4) + h][4 * (i / 4) + k] = (int32_t)lo;
         out->hi[2 * (i % 4) + h][4 * (i / 4) + k] = (int32_t)hi;
+        out->p[2 * (i % 4) + h][4 * (i / 4) + k] = (int32_t)one;
       }
     }
 }

@@ -40,6 +40,17 @@
  * sums, fp64 holds each of them exactly, in any order, and the final power
  * of two (2^-274 .. 2^240) neither overflows nor underflows.
  *
+ * A page of several rows is filtered on one plane first (the CPU's vnni
+ * kernel): P = q * 2^(6 - Hq) * 127/128 rounded to nearest (|P| <= 127,
+ * within 1/2 of it; negated as Q is).  In units of 2^-7 P, with S'_g the
+ * group's integer sum of P times the halves and E_g = sum |halves| of the
+ * key's group g, H = sum_g floor(128 S'_g * 2^(e_g - emax)) is within
+ * B = sum_g floor(64 E_g * 2^(e_g - emax)) + 8 of D' = D * c (c > 0, the
+ * same for every key of the row): each 128 P is within 64 of z' = 128 q *
+ * 2^(6 - Hq) * 127/128, and the floors lose less than 4 and 4.  So the key
+ * of the largest D has H + B >= max(H - B) over the keys, and only the
+ * keys that pass that test need A.
+ *
  * SPDX-License-Identifier: MIT
  */
 #ifndef M3IDX_FILTER_CUT_H
@@ -82,6 +93,16 @@ M3IDX_RULE double m3idx__cut_residual(float q, int32_t hq, int negate) {
 M3IDX_RULE uint32_t m3idx__cut_lo(int32_t v) { return (uint32_t)v & 255u; }
 M3IDX_RULE uint32_t m3idx__cut_hi(int32_t v) {
   return (uint32_t)((v - (int32_t)(int8_t)(uint8_t)v) / 256) & 255u;
+}
+
+/* P of the element of a row of exponent hq (|P| <= 127, within 1/2 of
+ * q * 2^(6 - hq) * 127/128, which fp64 holds exactly), negated if asked. */
+M3IDX_RULE int32_t m3idx__cut_p(float q, int32_t hq, int negate) {
+  const double f = m3idx__bits_to_double((uint64_t)(1023 + 6 - 7 - hq) << 52);
+  const double z = (double)q * 127.0 * (negate ? -f : f);
+  const int32_t t = (int32_t)z; /* toward zero; z - t is exact */
+  const double r = z - (double)t;
+  return r > 0.5 ? t + 1 : r < -0.5 ? t - 1 : t;
 }
 
 #endif /* M3IDX_FILTER_CUT_H */

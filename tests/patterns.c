@@ -228,11 +228,16 @@ static void double_rounding(case_sink each, void *arg) {
  * fp32 sum in element order (the GPU's filter): the row is 2^24, 1.25,
  * 0.75, 0.75, -2^24; X holds 1.0 in elements 0, 1 and 4 (fp32 rounds
  * 2^24 + 1.25 up to 2^24 + 2: A = 2, D = 1.25), Y in elements 0, 2, 3 and 4
- * (each 0.75 is rounded away: A = 0, D = 1.5). */
+ * (each 0.75 is rounded away: A = 0, D = 1.5).  v 4: the same for the
+ * vnni kernel's one-plane filter (lib/filter-cut.h; 3 heads x 2 rows, so
+ * six rows a page take it): the row is 1.0 and 31 elements of 2^-7, which P (63.5 q rounded)
+ * drops; X holds 4.0 in element 0, Y 3.0 and then 6.0 in the 31, so H
+ * puts X 16128 above Y while D' puts Y 7363 above X, which Y's bound B
+ * (24200) covers and half of it would not.  v 5: v 4 negated, scale -1. */
 static void filter_bound(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {130, 1000, 129, 4000};
-  struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN, 2, 2, M3IDX_DTYPE_BF16, 4,
-                                     lens);
+  struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN, v >= 4 ? 3 : 2, 2,
+                                     M3IDX_DTYPE_BF16, 4, lens);
   uint16_t *q = tc->query_data;
   const size_t nrows = (size_t)tc->batch.num_rows * tc->batch.num_heads;
   for (size_t r = 0; r < nrows; r++) {
@@ -240,6 +245,13 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(row, 0, 128 * sizeof *row);
     if (v == 2 && r % 2 == 1)
       continue; /* all zero */
+    if (v >= 4) {
+      const float sign = v == 5 ? -1.0f : 1.0f;
+      row[0] = m3idx_float_to_bf16(sign);
+      for (int d = 1; d < 32; d++)
+        row[d] = m3idx_float_to_bf16(sign * 0x1p-7f);
+      continue;
+    }
     if (v == 3) {
       row[0] = m3idx_float_to_bf16(0x1p24f);
       row[1] = m3idx_float_to_bf16(1.25f);
@@ -256,6 +268,12 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(pg, 0, M3IDX_PAGE_DATA_BYTES);
     memset(pg + M3IDX_PAGE_DATA_BYTES, 127, 512);
     for (int t = 0; t < 128; t++) {
+      if (v >= 4) { /* X: 4.0 (code 6); Y: 3.0 (code 5), then 6.0 (code 7) */
+        pg[64 * t] = t == 5 ? 0x75 : 0x06;
+        for (int i = 1; i < 16; i++)
+          pg[64 * t + i] = t == 5 ? 0x77 : 0x00;
+        continue;
+      }
       if (v == 3) {
         pg[64 * t] = t == 5 ? 0x02 : 0x22;     /* elements 0, 1 */
         pg[64 * t + 1] = t == 5 ? 0x22 : 0x00; /* elements 2, 3 */
@@ -266,7 +284,7 @@ static void filter_bound(int v, case_sink each, void *arg) {
       pg[64 * t + 1] = t == 5 ? 0x00 : 0x01; /* element 2 */
     }
   }
-  case_set_scale(tc, v == 1 ? -1.0f : 1.0f);
+  case_set_scale(tc, v == 1 || v == 5 ? -1.0f : 1.0f);
   each(tc, arg);
 }
 
@@ -314,7 +332,7 @@ static void cut_residuals(int v, case_sink each, void *arg) {
         pg[M3IDX_PAGE_DATA_BYTES + 4 * t + 3] = 128;
     }
   }
-  case_set_scale(tc, v == 1 ? -1.0f : 1.0f);
+  case_set_scale(tc, v == 1 || v == 5 ? -1.0f : 1.0f);
   each(tc, arg);
 }
 
@@ -375,7 +393,7 @@ const struct pattern m3idx_patterns[] = {
     {"ties", 2, 0, ties},
     {"tiny_scale", 2, 0, tiny_scale},
     {"exact_rounding", 9, 0, exact_rounding},
-    {"filter_bound", 4, 0, filter_bound},
+    {"filter_bound", 6, 0, filter_bound},
     {"cut_residuals", 2, 0, cut_residuals},
     {"one_token", 1, 0, one_token},
     {"long_rows", 1, 0, long_rows},
