@@ -1,10 +1,10 @@
 /*
  * ceilings-cpu.c - the CPU's own ceilings, measured in the bench's run:
  * a STREAM-style read of a buffer larger than the last-level cache, the
- * same read taken as 8704-byte pages in shuffled order, each page
- * prefetched two pages before it is read (what decode reads, as it reads
- * them: a block table's pages lie anywhere), and a register-resident fp32
- * FMA loop on every thread.
+ * same read taken as 8704-byte pages in shuffled order, each eighth of a
+ * page prefetched into L2 two pages before it is read (what decode reads,
+ * as it reads them: a block table's pages lie anywhere), and a
+ * register-resident fp32 FMA loop on every thread.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -27,12 +27,15 @@
 #ifdef M3IDX_CPU_X86_64
 __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p, size_t n) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-  for (size_t i = 0; i + 256 <= n; i += 256) {
+  size_t i = 0;
+  for (; i + 256 <= n; i += 256) {
     a = _mm512_add_epi64(a, _mm512_load_si512((const void *)(p + i)));
     b = _mm512_add_epi64(b, _mm512_load_si512((const void *)(p + i + 64)));
     c = _mm512_add_epi64(c, _mm512_load_si512((const void *)(p + i + 128)));
     d = _mm512_add_epi64(d, _mm512_load_si512((const void *)(p + i + 192)));
   }
+  for (; i + 64 <= n; i += 64) /* a part of a page: 1088 = 4 x 256 + 64 */
+    a = _mm512_add_epi64(a, _mm512_load_si512((const void *)(p + i)));
   a = _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d));
   return (uint64_t)_mm512_reduce_add_epi64(a);
 }
@@ -62,8 +65,9 @@ static uint64_t read_span(const uint8_t *p, size_t n, int simd) {
 }
 
 /* Bytes per second of reading `spans' spans of `bytes' bytes (multiples
- * of 256), span order[i] (or i) the i-th, shared among the threads: the
- * median of `repeats' reads after one warm-up. */
+ * of 256; with an order, pages, read in eighths of 17 lines), span
+ * order[i] (or i) the i-th, shared among the threads: the median of
+ * `repeats' reads after one warm-up. */
 static double timed_read(const uint8_t *buf, const int32_t *order, int64_t spans, size_t bytes,
                          int threads, int repeats) {
   double *times = malloc(sizeof(double) * (size_t)repeats);
@@ -75,10 +79,20 @@ static double timed_read(const uint8_t *buf, const int32_t *order, int64_t spans
     uint64_t total = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
     for (int64_t i = 0; i < spans; i++) {
-      if (order && i + 2 < spans) /* the page two on its way, as decode has it */
-        for (size_t b = 0; b < bytes; b += 64)
-          __builtin_prefetch(buf + (size_t)order[i + 2] * bytes + b);
-      total += read_span(buf + (size_t)(order ? order[i] : i) * bytes, bytes, simd);
+      const uint8_t *span = buf + (size_t)(order ? order[i] : i) * bytes;
+      if (order == NULL) {
+        total += read_span(span, bytes, simd);
+        continue;
+      }
+      /* As decode reads a page: in eight parts of 17 lines, each part
+       * of the page two on prefetched into L2 as the same part is read. */
+      const uint8_t *ahead = i + 2 < spans ? buf + (size_t)order[i + 2] * bytes : NULL;
+      for (size_t part = 0; part < bytes; part += bytes / 8) {
+        if (ahead != NULL)
+          for (size_t b = part; b < part + bytes / 8; b += 64)
+            __builtin_prefetch(ahead + b, 0, 2);
+        total += read_span(span + part, bytes / 8, simd);
+      }
     }
     bench_sink += total;
     if (r > 0)
