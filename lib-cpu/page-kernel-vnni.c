@@ -65,7 +65,7 @@ TARGET static INLINE __m512i code_bytes(__m512i x, int high) {
 
 /* |value in halves| of an e2m1 code's magnitude bits m (0 .. 7). */
 #define HALVES_OF(m) ((m) < 5 ? (m) : (m) == 5 ? 6 : (m) == 6 ? 8 : 12)
-#define PAIR(i) HALVES_OF((i) & 7) + HALVES_OF(((i) >> 4) & 7)
+#define PAIR(i) (HALVES_OF((i) & 7) + HALVES_OF(((i) >> 4) & 7))
 #define PAIRS4(i) PAIR(i), PAIR(i + 1), PAIR(i + 2), PAIR(i + 3)
 #define PAIRS16(i) PAIRS4(i), PAIRS4(i + 4), PAIRS4(i + 8), PAIRS4(i + 12)
 
@@ -79,7 +79,8 @@ TARGET static INLINE __m512i pair_magnitudes(__m512i x) {
       PAIRS16(64), PAIRS16(80), PAIRS16(96), PAIRS16(112)};
   return _mm512_permutex2var_epi8(_mm512_load_si512(table), x, _mm512_load_si512(table + 64));
 #else
-  const __m512i m = _mm512_broadcast_i32x4(_mm_setr_epi8(PAIRS16(0)) /* PAIR(i), i < 16: i's own */);
+  /* PAIR(i) for i < 16 is code i's own |halves| */
+  const __m512i m = _mm512_broadcast_i32x4(_mm_setr_epi8(PAIRS16(0)));
   const __m512i f = _mm512_set1_epi8(15);
   return _mm512_add_epi8(_mm512_shuffle_epi8(m, _mm512_and_si512(x, f)),
                          _mm512_shuffle_epi8(m, _mm512_and_si512(_mm512_srli_epi16(x, 4), f)));
@@ -346,8 +347,9 @@ TARGET static void take_key(struct m3idx__block_best *b, const struct m3idx_cpu_
     m3idx__best_take_d(b, key_d_fp64(row->q, data, sc), scale);
 }
 
-/* Below every A (|A| < 2^26), and far enough above INT32_MIN that the
- * margin can be taken off it: the maximum of a row that filtered no key. */
+/* Below every A and every H - B (each under 2^26 in magnitude), and far
+ * enough above INT32_MIN that the margin can be taken off it: the maximum
+ * of a row that filtered no key. */
 #define NO_A (-(1 << 30))
 
 /* The lanes of tile whose keys a row of nkeys causal keys sees. */
@@ -365,9 +367,11 @@ static inline uint32_t causal_lanes(int32_t nkeys, int tile) {
 #define ONE_PLANE_ROWS 5
 #endif
 
-/* The kernel, for a filter of both planes (A) or the high plane alone (H,
- * within B of A: lib/filter-cut.h).  The keys whose A, or H + B, reaches
- * the row's largest A (H - B) less M3IDX_CUT_MARGIN are scored exactly. */
+/* The kernel, for a filter of both planes (A) or of the one-plane cut
+ * first (H, within B of the key's scaled D: lib/filter-cut.h).  The keys
+ * whose A reaches the row's largest A less M3IDX_CUT_MARGIN are scored
+ * exactly; with one plane, A is formed only for the keys whose H + B
+ * reaches the row's largest H - B. */
 TARGET static INLINE void score_page(const uint8_t *page, const uint8_t *ahead,
                                      const struct m3idx_cpu_row *rows, int nrows, float scale,
                                      const int one_plane) {
