@@ -50,17 +50,22 @@
  * 12, then negated (unsigned bytes for vpdpbusd; the rows' bias undoes it). */
 #define CODE_BYTES 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
 
-/* The code bytes of x's low nibbles (high 0) or high nibbles (high 1).
- * With VBMI, vpermb reads six index bits of a table that repeats every 16
- * bytes, so the neighbouring bits need no mask. */
-TARGET static INLINE __m512i code_bytes(__m512i x, int high) {
-  const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(CODE_BYTES));
+/* table16's byte for each of x's low nibbles (high 0) or high nibbles
+ * (high 1).  With VBMI, vpermb reads six index bits of a table that
+ * repeats every 16 bytes, so the neighbouring bits need no mask. */
+TARGET static INLINE __m512i nibble_lookup(__m128i table16, __m512i x, int high) {
+  const __m512i table = _mm512_broadcast_i32x4(table16);
   const __m512i idx = high ? _mm512_srli_epi16(x, 4) : x;
 #ifdef M3IDX_VNNI_VBMI
   return _mm512_permutexvar_epi8(idx, table);
 #else
   return _mm512_shuffle_epi8(table, _mm512_and_si512(idx, _mm512_set1_epi8(15)));
 #endif
+}
+
+/* The code bytes of x's low nibbles (high 0) or high nibbles (high 1). */
+TARGET static INLINE __m512i code_bytes(__m512i x, int high) {
+  return nibble_lookup(_mm_setr_epi8(CODE_BYTES), x, high);
 }
 
 /* |value in halves| of an e2m1 code's magnitude bits m (0 .. 7). */
@@ -79,11 +84,8 @@ TARGET static INLINE __m512i pair_magnitudes(__m512i x) {
       PAIRS16(64), PAIRS16(80), PAIRS16(96), PAIRS16(112)};
   return _mm512_permutex2var_epi8(_mm512_load_si512(table), x, _mm512_load_si512(table + 64));
 #else
-  /* PAIR(i) for i < 16 is code i's own |halves| */
-  const __m512i m = _mm512_broadcast_i32x4(_mm_setr_epi8(PAIRS16(0)));
-  const __m512i f = _mm512_set1_epi8(15);
-  return _mm512_add_epi8(_mm512_shuffle_epi8(m, _mm512_and_si512(x, f)),
-                         _mm512_shuffle_epi8(m, _mm512_and_si512(_mm512_srli_epi16(x, 4), f)));
+  const __m128i m = _mm_setr_epi8(PAIRS16(0)); /* PAIR(i), i < 16: code i's own |halves| */
+  return _mm512_add_epi8(nibble_lookup(m, x, 0), nibble_lookup(m, x, 1));
 #endif
 }
 
@@ -95,6 +97,15 @@ TARGET static INLINE __m512i add_blocks(const __m512i t[4]) {
                                        _mm512_shuffle_i32x4(t[2], t[3], 0xee));
   return _mm512_add_epi32(_mm512_shuffle_i32x4(t01, t23, 0x88),
                           _mm512_shuffle_i32x4(t01, t23, 0xdd));
+}
+
+/* Lane 4p + k: emax - e_p, e_p byte p of scale word lane 4p + k (so
+ * block p holds group p's distance below the page's largest scale byte
+ * but 255; negative for a byte 255). */
+TARGET static INLINE __m512i block_down(__m512i words, int32_t emax) {
+  const __m512i group = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
+  const __m512i e = _mm512_and_si512(_mm512_srlv_epi32(words, group), _mm512_set1_epi32(255));
+  return _mm512_sub_epi32(_mm512_set1_epi32(emax), e);
 }
 
 /* x[j] holds key j's data; y[4a + c], lane 4p + k, is dword 4p + c of key
@@ -132,16 +143,12 @@ TARGET static INLINE uint32_t decode_tile(const uint8_t *page, int tile, int32_t
     v[2 * i + 1] = code_bytes(y[i], 1);
   }
   const __m512i s = _mm512_loadu_si512(page + M3IDX_PAGE_DATA_BYTES + 64 * tile);
-  const __m512i top = _mm512_set1_epi32(emax), byte = _mm512_set1_epi32(255);
-  const __m512i group = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
-  /* keys 4a .. 4a + 3 in every block, block p shifted to its byte p */
+  /* keys 4a .. 4a + 3 in every block */
   const __m512i quad[4] = {_mm512_shuffle_i32x4(s, s, 0x00), _mm512_shuffle_i32x4(s, s, 0x55),
                            _mm512_shuffle_i32x4(s, s, 0xaa), _mm512_shuffle_i32x4(s, s, 0xff)};
 #pragma GCC unroll 4
-  for (int a = 0; a < 4; a++) {
-    const __m512i e = _mm512_and_si512(_mm512_srlv_epi32(quad[a], group), byte);
-    down[a] = _mm512_max_epi32(_mm512_sub_epi32(top, e), _mm512_setzero_si512());
-  }
+  for (int a = 0; a < 4; a++) /* 0 for a byte 255, whose key is not valid */
+    down[a] = _mm512_max_epi32(block_down(quad[a], emax), _mm512_setzero_si512());
   if (bound != NULL) { /* B of each key (lib/filter-cut.h), for filter_tile_one */
     __m512i b[4];
 #pragma GCC unroll 4
@@ -272,10 +279,7 @@ TARGET static INLINE int32_t key_a(const struct m3idx_cpu_digits *dg, const uint
   const __m512i s = group_sums(dg, _mm512_loadu_si512(page + 64 * t));
   uint32_t w;
   memcpy(&w, page + M3IDX_PAGE_DATA_BYTES + 4 * t, 4);
-  const __m512i group = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
-  const __m512i e = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), group),
-                                     _mm512_set1_epi32(255));
-  const __m512i a = _mm512_srav_epi32(s, _mm512_sub_epi32(_mm512_set1_epi32(emax), e));
+  const __m512i a = _mm512_srav_epi32(s, block_down(_mm512_set1_epi32((int)w), emax));
   return _mm512_mask_reduce_add_epi32(0x1111, a);
 }
 
