@@ -34,6 +34,7 @@
 #include <immintrin.h>
 
 #include "filter-cut.h"
+#include "page-prefetch.h"
 #include "spec-rules.h"
 
 /* page-kernel-vnni-vbmi.c builds this file again with AVX-512 VBMI. */
@@ -393,10 +394,8 @@ TARGET static INLINE void score_page(const uint8_t *page, const uint8_t *ahead,
   const int32_t emax = page_emax(page);
   const int tiles = (kmax + 15) / 16;
   for (int tile = 0; tile < tiles; tile++) {
-    if (ahead != NULL) /* the page ahead, its share of 17 lines a tile, into L2 */
-#pragma GCC unroll 17
-      for (int l = 0; l < 17; l++)
-        _mm_prefetch((const char *)ahead + 64 * (17 * tile + l), _MM_HINT_T1);
+    if (ahead != NULL) /* the page ahead, a share a tile (page-prefetch.h) */
+      m3idx__cpu_prefetch_share(ahead, tile);
     __m512i v[32], down[4], b = _mm512_setzero_si512();
     const uint32_t valid = decode_tile(page, tile, emax, v, down, one_plane ? &b : NULL);
     if (one_plane)

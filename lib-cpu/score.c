@@ -12,6 +12,7 @@
 #include "spec-rules.h"
 #include "fp-env.h"
 #include "omp-compat.h"
+#include "page-prefetch.h"
 #include "work-map.h"
 
 /* Rows gathered for one page, flushed through the kernel in batches. */
@@ -95,10 +96,6 @@ static int64_t claim_entry(int64_t *claimed) {
   return e;
 }
 
-/* How many pages before its scoring a decode page is prefetched: at one
- * page the one-row kernel still waited on memory (lib-cpu/TUNING-NOTES). */
-#define PREFETCH_PAGES 2
-
 /* Page k of work-map entry e, or NULL past the used entries or the entry's
  * blocks. */
 static const uint8_t *entry_page(const struct m3idx_call *c, const int32_t *map, int64_t e,
@@ -108,11 +105,11 @@ static const uint8_t *entry_page(const struct m3idx_call *c, const int32_t *map,
   return page_of(c, map[2 * e], m3idx__work_first(map[2 * e + 1]) + k);
 }
 
-/* Scores work-map entry e, each page with the one PREFETCH_PAGES on its
- * way, and returns the entry this thread takes next.  That entry is
- * claimed as the first page to prefetch from it comes up, so that its
- * first pages are on their way too; no earlier, so that calls of a few
- * entries still spread over the threads. */
+/* Scores work-map entry e, each page with the one M3IDX_CPU_PREFETCH_PAGES
+ * on (page-prefetch.h) on its way, and returns the entry this thread takes
+ * next.  That entry is claimed as the first page to prefetch from it comes
+ * up, so that its first pages are on their way too; no earlier, so that
+ * calls of a few entries still spread over the threads. */
 static int64_t decode_entry(const struct m3idx_cpu_state *s,
                             const struct m3idx_call *c, const int32_t *map,
                             int64_t e, int64_t used, int64_t *claimed,
@@ -125,12 +122,12 @@ static int64_t decode_entry(const struct m3idx_cpu_state *s,
   struct row_batch rb = {.n = 0, .kernel = s->kernel, .scale = c->scale};
   for (int32_t b = b0; b < end; b++) {
     rb.page = page_of(c, r, b);
-    if (b + PREFETCH_PAGES < end) {
-      rb.ahead = page_of(c, r, b + PREFETCH_PAGES);
+    if (b + M3IDX_CPU_PREFETCH_PAGES < end) {
+      rb.ahead = page_of(c, r, b + M3IDX_CPU_PREFETCH_PAGES);
     } else {
       if (then < 0)
         then = claim_entry(claimed);
-      rb.ahead = entry_page(c, map, then, used, b + PREFETCH_PAGES - end);
+      rb.ahead = entry_page(c, map, then, used, b + M3IDX_CPU_PREFETCH_PAGES - end);
     }
     for (int32_t j = 0; j < qlen; j++) {
       int32_t row = r * qlen + j;

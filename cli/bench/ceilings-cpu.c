@@ -1,9 +1,9 @@
 /*
  * ceilings-cpu.c - the CPU's own ceilings, measured in the bench's run:
  * a STREAM-style read of a buffer larger than the last-level cache, the
- * same read taken as 8704-byte pages in shuffled order, each eighth of a
- * page prefetched into L2 two pages before it is read (what decode reads,
- * as it reads them: a block table's pages lie anywhere), and a
+ * same read taken as 8704-byte pages in shuffled order, each prefetched
+ * into L2 ahead of its read as decode prefetches it (page-prefetch.h: what
+ * decode reads, as it reads them: a block table's pages lie anywhere), and a
  * register-resident fp32 FMA loop on every thread.
  *
  * SPDX-License-Identifier: MIT
@@ -22,6 +22,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "cpu-features.h"
+#include "page-prefetch.h"
 #include "synth.h"
 
 #ifdef M3IDX_CPU_X86_64
@@ -65,7 +66,7 @@ static uint64_t read_span(const uint8_t *p, size_t n, int simd) {
 }
 
 /* Bytes per second of reading `spans' spans of `bytes' bytes (multiples
- * of 256; with an order, pages, read in eighths of 17 lines), span
+ * of 256; with an order, pages, read in shares as decode reads them), span
  * order[i] (or i) the i-th, shared among the threads: the median of
  * `repeats' reads after one warm-up. */
 static double timed_read(const uint8_t *buf, const int32_t *order, int64_t spans, size_t bytes,
@@ -84,14 +85,16 @@ static double timed_read(const uint8_t *buf, const int32_t *order, int64_t spans
         total += read_span(span, bytes, simd);
         continue;
       }
-      /* As decode reads a page: in eight parts of 17 lines, each part
-       * of the page two on prefetched into L2 as the same part is read. */
-      const uint8_t *ahead = i + 2 < spans ? buf + (size_t)order[i + 2] * bytes : NULL;
-      for (size_t part = 0; part < bytes; part += bytes / 8) {
+      /* As decode reads a page (page-prefetch.h): in shares, each share
+       * of the page M3IDX_CPU_PREFETCH_PAGES on prefetched as the same
+       * share of this one is read. */
+      const int64_t on = i + M3IDX_CPU_PREFETCH_PAGES;
+      const uint8_t *ahead = on < spans ? buf + (size_t)order[on] * bytes : NULL;
+      const size_t share = bytes / M3IDX_CPU_PREFETCH_SHARES;
+      for (int part = 0; part < M3IDX_CPU_PREFETCH_SHARES; part++) {
         if (ahead != NULL)
-          for (size_t b = part; b < part + bytes / 8; b += 64)
-            __builtin_prefetch(ahead + b, 0, 2);
-        total += read_span(span + part, bytes / 8, simd);
+          m3idx__cpu_prefetch_share(ahead, part);
+        total += read_span(span + (size_t)part * share, share, simd);
       }
     }
     bench_sink += total;
