@@ -142,7 +142,7 @@ static void to_kernels(struct test_case *tc, void *arg) {
  * through every kernel, not only the one check-reference gets. */
 START_TEST(kernels_agree_edge_patterns) {
   static const char *const names[] = {"filter_bound", "exact_rounding", "special_values",
-                                      "tiny_scale", "cut_residuals"};
+                                      "tiny_scale", "cut_residuals", "mixed_pages"};
   int seen = 0;
   for (int p = 0; p < m3idx_npatterns; p++)
     for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
@@ -151,7 +151,7 @@ START_TEST(kernels_agree_edge_patterns) {
         for (int v = 0; v < m3idx_patterns[p].variants; v++)
           m3idx_patterns[p].make(v, to_kernels, NULL);
       }
-  ck_assert_int_eq(seen, 5);
+  ck_assert_int_eq(seen, 6);
 }
 END_TEST
 

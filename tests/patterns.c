@@ -346,6 +346,90 @@ static void long_rows(int v, case_sink each, void *arg) {
   each(case_prefill(7001u, FLAVOR_PLAIN, 2, M3IDX_DTYPE_E4M3, 1, ctx, q), arg);
 }
 
+/* Pages and rows drawn from many kinds at once, so that a filter's page
+ * mixes what each path takes apart: keys random, sparse, repeated (ties),
+ * near copies or encoded from normal floats with outliers; scale bytes
+ * narrow, anywhere (255 included), 0 / 254 or one a group; rows normal,
+ * of any finite bf16 (e4m3 in v5: any byte, NaN included), one large
+ * element over tiny ones, subnormal, +-448 and friends, normal with
+ * +-inf and NaN, all zero, or a copy of the row before.  Variant v sets
+ * the rows a page (1, 3, 6, 8, 16: each kernel's paths) and the scale:
+ * 1, -1/8, 2^-140, -3e30, +0 and -0. */
+static uint16_t mixed_row_value(uint64_t *rs, int kind, int d, int hot) {
+  const uint64_t r = case_rand(rs);
+  static const float fixed[] = {448.0f, -448.0f, 0x1p-9f, -0.5f, 1.125f, 0.0f};
+  const float normal = ((float)(r & 0xffff) + (float)(r >> 16 & 0xffff) - 65535.0f) / 20000.0f;
+  switch (kind) {
+  case 0: return m3idx_float_to_bf16(normal);
+  case 1: return (uint16_t)((r >> 32 & 0x807f) | (r >> 40) % 255 << 7); /* any finite */
+  case 2: return m3idx_float_to_bf16(d == hot ? 1000.0f : normal * 0x1p-10f);
+  case 3: return r % 4 == 0 ? (uint16_t)(r >> 32 & 0x807f) : 0; /* subnormal or zero */
+  case 4: return m3idx_float_to_bf16(fixed[r % 6]);
+  case 5: return r % 40 == 0 ? (uint16_t)(r & 0x100 ? 0x7f80 : 0xff80)
+                 : r % 60 == 1 ? (uint16_t)0x7fc0 : m3idx_float_to_bf16(normal);
+  case 6: return (uint16_t)((r >> 32 & 0x807f) | (100 + (r >> 40) % 40) << 7);
+  default: return 0;
+  }
+}
+
+static void mixed_page(uint64_t *rs, uint8_t *pg) {
+  const int keys = (int)(case_rand(rs) % 6), scales = (int)(case_rand(rs) % 5);
+  if (keys == 5) { /* normal floats, every eighth key ten times larger */
+    static float k[128 * 128];
+    for (int i = 0; i < 128 * 128; i++) {
+      const uint64_t r = case_rand(rs);
+      const float x = ((float)(r & 0xffff) + (float)(r >> 16 & 0xffff) - 65535.0f) / 20000.0f;
+      k[i] = (i / 128) % 8 == 0 ? 10.0f * x : x;
+    }
+    (void)m3idx_encode_keys_f32(k, 128, pg, 1);
+    return;
+  }
+  for (int i = 0; i < M3IDX_PAGE_DATA_BYTES; i++) {
+    const uint8_t b = (uint8_t)case_rand(rs);
+    pg[i] = keys == 0   ? b
+            : keys == 1 ? (b % 3 == 0 ? b : 0)          /* sparse */
+            : keys == 2 ? (i < 192 ? b : pg[i % 192])   /* three keys, repeated */
+            : keys == 3 ? (i < 64 ? b : (uint8_t)(pg[i % 64] ^ (b % 50 == 0))) /* near copies */
+                        : (uint8_t)(b & 0x77);          /* positive codes only */
+  }
+  for (int i = 0; i < 512; i++) {
+    const uint64_t r = case_rand(rs);
+    pg[M3IDX_PAGE_DATA_BYTES + i] =
+        (uint8_t)(scales == 0   ? 120 + r % 15
+                  : scales == 1 ? r % 256
+                  : scales == 2 ? (r % 8 == 0 ? 255 : 127)
+                  : scales == 3 ? (r % 2 ? 0 : 254)
+                                : (uint64_t)(127 + i % 4));
+  }
+}
+
+static void mixed_pages(int v, case_sink each, void *arg) {
+  static const int heads[] = {1, 3, 2, 4, 4, 1}, qlens[] = {1, 1, 3, 2, 4, 1};
+  static const float scale[] = {1.0f, -0.125f, 0x1p-140f, -3e30f, 0.0f, -0.0f};
+  static const int32_t lens[] = {130, 700, 4, 383, 256};
+  uint64_t rs = 7400u + (uint64_t)v;
+  const m3idx_dtype dt = v == 5 ? M3IDX_DTYPE_E4M3 : M3IDX_DTYPE_BF16;
+  struct test_case *tc =
+      case_decode(7410u + (unsigned)v, FLAVOR_PLAIN, heads[v], qlens[v], dt, 5, lens);
+  for (int p = 0; p < tc->kcache.num_pages; p++)
+    mixed_page(&rs, tc->pages + (size_t)p * M3IDX_PAGE_BYTES);
+  const size_t nrows = (size_t)tc->batch.num_rows * tc->batch.num_heads;
+  for (size_t r = 0; r < nrows; r++) {
+    const int kind = (int)(case_rand(&rs) % 9), hot = (int)(case_rand(&rs) % 128);
+    for (int d = 0; d < 128; d++) {
+      const size_t i = 128 * r + (size_t)d;
+      if (dt == M3IDX_DTYPE_E4M3)
+        ((uint8_t *)tc->query_data)[i] = (uint8_t)case_rand(&rs);
+      else if (kind == 8 && r > 0)
+        ((uint16_t *)tc->query_data)[i] = ((uint16_t *)tc->query_data)[i - 128];
+      else
+        ((uint16_t *)tc->query_data)[i] = mixed_row_value(&rs, kind, d, hot);
+    }
+  }
+  case_set_scale(tc, scale[v]);
+  each(tc, arg);
+}
+
 /* Batches of random lengths and shapes. */
 static void random_batches(int v, case_sink each, void *arg) {
   uint64_t rs = 8000u + (uint64_t)v;
@@ -395,6 +479,7 @@ const struct pattern m3idx_patterns[] = {
     {"exact_rounding", 9, 0, exact_rounding},
     {"filter_bound", 6, 0, filter_bound},
     {"cut_residuals", 2, 0, cut_residuals},
+    {"mixed_pages", 6, 0, mixed_pages},
     {"one_token", 1, 0, one_token},
     {"long_rows", 1, 0, long_rows},
     {"random_batches", 8, 0, random_batches},
