@@ -2,9 +2,11 @@
  * page-prefetch.h - how decode reads its pages ahead, in one place: the
  * page PREFETCH_PAGES on from the one being scored goes into L2 in eight
  * shares, one as each 16-key tile of the page is scored.  score.c picks
- * the page, the vnni kernels issue the shares, and the bench's "as decode
- * reads them" ceiling reads pages the same way.  Header-only, so the m3idx
- * command can use it without a private symbol.
+ * the page, the vnni kernels issue the shares (the avx512 kernel, which
+ * walks a page key by key, takes the same page a line a key instead), and
+ * the bench's "as decode reads them" ceiling reads pages as the vnni
+ * kernels do.  Header-only, so the m3idx command can use it without a
+ * private symbol.
  *
  * SPDX-License-Identifier: MIT
  */

@@ -355,10 +355,15 @@ static void long_rows(int v, case_sink each, void *arg) {
  * +-inf and NaN, all zero, or a copy of the row before.  Variant v sets
  * the rows a page (1, 3, 6, 8, 16: each kernel's paths) and the scale:
  * 1, -1/8, 2^-140, -3e30, +0 and -0. */
+/* Roughly normal (two uniforms from r's low 32 bits, added), within 3.3. */
+static float roughly_normal(uint64_t r) {
+  return ((float)(r & 0xffff) + (float)(r >> 16 & 0xffff) - 65535.0f) / 20000.0f;
+}
+
 static uint16_t mixed_row_value(uint64_t *rs, int kind, int d, int hot) {
   const uint64_t r = case_rand(rs);
   static const float fixed[] = {448.0f, -448.0f, 0x1p-9f, -0.5f, 1.125f, 0.0f};
-  const float normal = ((float)(r & 0xffff) + (float)(r >> 16 & 0xffff) - 65535.0f) / 20000.0f;
+  const float normal = roughly_normal(r);
   switch (kind) {
   case 0: return m3idx_float_to_bf16(normal);
   case 1: return (uint16_t)((r >> 32 & 0x807f) | (r >> 40) % 255 << 7); /* any finite */
@@ -377,8 +382,7 @@ static void mixed_page(uint64_t *rs, uint8_t *pg) {
   if (keys == 5) { /* normal floats, every eighth key ten times larger */
     static float k[128 * 128];
     for (int i = 0; i < 128 * 128; i++) {
-      const uint64_t r = case_rand(rs);
-      const float x = ((float)(r & 0xffff) + (float)(r >> 16 & 0xffff) - 65535.0f) / 20000.0f;
+      const float x = roughly_normal(case_rand(rs));
       k[i] = (i / 128) % 8 == 0 ? 10.0f * x : x;
     }
     (void)m3idx_encode_keys_f32(k, 128, pg, 1);
