@@ -346,15 +346,6 @@ static void long_rows(int v, case_sink each, void *arg) {
   each(case_prefill(7001u, FLAVOR_PLAIN, 2, M3IDX_DTYPE_E4M3, 1, ctx, q), arg);
 }
 
-/* Pages and rows drawn from many kinds at once, so that a filter's page
- * mixes what each path takes apart: keys random, sparse, repeated (ties),
- * near copies or encoded from normal floats with outliers; scale bytes
- * narrow, anywhere (255 included), 0 / 254 or one a group; rows normal,
- * of any finite bf16 (e4m3 in v5: any byte, NaN included), one large
- * element over tiny ones, subnormal, +-448 and friends, normal with
- * +-inf and NaN, all zero, or a copy of the row before.  Variant v sets
- * the rows a page (1, 3, 6, 8, 16: each kernel's paths) and the scale:
- * 1, -1/8, 2^-140, -3e30, +0 and -0. */
 /* Roughly normal (two uniforms from r's low 32 bits, added), within 3.3. */
 static float roughly_normal(uint64_t r) {
   return ((float)(r & 0xffff) + (float)(r >> 16 & 0xffff) - 65535.0f) / 20000.0f;
@@ -380,7 +371,7 @@ static uint16_t mixed_row_value(uint64_t *rs, int kind, int d, int hot) {
 static void mixed_page(uint64_t *rs, uint8_t *pg) {
   const int keys = (int)(case_rand(rs) % 6), scales = (int)(case_rand(rs) % 5);
   if (keys == 5) { /* normal floats, every eighth key ten times larger */
-    static float k[128 * 128];
+    float k[128 * 128];
     for (int i = 0; i < 128 * 128; i++) {
       const float x = roughly_normal(case_rand(rs));
       k[i] = (i / 128) % 8 == 0 ? 10.0f * x : x;
@@ -407,6 +398,15 @@ static void mixed_page(uint64_t *rs, uint8_t *pg) {
   }
 }
 
+/* Pages and rows drawn from many kinds at once, so that a filter's page
+ * mixes what each path takes apart: keys random, sparse, repeated (ties),
+ * near copies or encoded from normal floats with outliers; scale bytes
+ * narrow, anywhere (255 included), 0 / 254 or one a group; rows normal,
+ * of any finite bf16 (e4m3 in v5: any byte, NaN included), one large
+ * element over tiny ones, subnormal, +-448 and friends, normal with
+ * +-inf and NaN, all zero, or a copy of the row before.  Variant v sets
+ * the rows a page (1, 3, 6, 8, 16: each kernel's paths) and the scale:
+ * 1, -1/8, 2^-140, -3e30, +0 and -0. */
 static void mixed_pages(int v, case_sink each, void *arg) {
   static const int heads[] = {1, 3, 2, 4, 4, 1}, qlens[] = {1, 1, 3, 2, 4, 1};
   static const float scale[] = {1.0f, -0.125f, 0x1p-140f, -3e30f, 0.0f, -0.0f};
