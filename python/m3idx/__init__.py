@@ -30,7 +30,10 @@ bits; e4m3 queries torch.float8_e4m3fn, ml_dtypes.float8_e4m3fn or uint8.
 Errors: TypeError / ValueError name the argument and are raised before
 anything is written; m3idx.Error carries the library's status and message.
 Outputs are untouched on every error.  Contexts are made once per thread,
-backend, device and stream, and grown when a call needs more.
+backend, device and stream, and grown when a call needs more; a thread's
+contexts are freed when it ends, those of threads still running at
+interpreter exit are left to the operating system (they may be inside a
+call), and a child made by fork makes its own.
 
 The library is the one installed with this package; M3IDX_LIBRARY names
 another (a build tree's lib/.libs/libm3idx.so).

@@ -1,17 +1,66 @@
 """Contexts, created once per (thread, backend, device, stream) and reused;
 a call that needs larger limits than its context has grows it (the old
-context is destroyed and one with the larger limits made)."""
+context is destroyed and one with the larger limits made).
+
+Each thread owns its contexts, and only their owner ever destroys them:
+  * when the thread ends, its contexts are destroyed with its thread-local
+    state (so short-lived threads do not pile up contexts);
+  * at interpreter exit, the exiting thread's contexts are destroyed; those
+    of threads still running (daemon threads, which may be inside a call)
+    are left to the operating system, never freed under them;
+  * in a child made by fork, inherited contexts are neither used nor
+    destroyed (another thread of the parent may have been inside one): the
+    child makes its own.
+"""
 
 import atexit
 import ctypes
+import os
 import sys
 import threading
 
 from ._library import BACKENDS, FLAG_HOST_POINTERS, Options, check, lib
 
 _local = threading.local()
-_all = []          # every live context, destroyed at exit
-_all_lock = threading.Lock()
+
+
+class _ThreadContexts:
+    """The contexts of one thread of one process, keyed by (backend,
+    device, stream, host); destroyed when the thread's local state goes."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.owner = threading.get_ident()
+        self.entries = {}     # key -> (context pointer, limits)
+
+    def destroy(self):
+        entries, self.entries = self.entries, {}
+        if self.pid != os.getpid():
+            return            # inherited through fork: not this process's to free
+        for ctx, _ in entries.values():
+            lib.m3idx_context_destroy(ctx)
+
+    def __del__(self):
+        # The owner's thread-local state goes as the owner ends: free them
+        # then.  Interpreter finalization clears the state of threads still
+        # running (daemon threads, perhaps inside a call) from another
+        # thread: leave those.
+        if threading.get_ident() != self.owner:
+            return
+        try:
+            self.destroy()
+        except Exception:     # the library may already be unloaded at finalization
+            pass
+
+
+def _mine():
+    """This thread's contexts (a fresh set in a forked child)."""
+    mine = getattr(_local, "contexts", None)
+    if mine is None or mine.pid != os.getpid():
+        if mine is not None:
+            mine.entries = {}  # the parent's: leave them
+        mine = _local.contexts = _ThreadContexts()
+    return mine
 
 
 def backend_for(backend, device, name="backend"):
@@ -41,10 +90,8 @@ def context(backend, device, batch):
     stream = _current_stream(device)
     host = device is None
     key = (backend, device if device is not None else 0, stream, host)
-    cache = getattr(_local, "contexts", None)
-    if cache is None:
-        cache = _local.contexts = {}
-    entry = cache.get(key)
+    mine = _mine()
+    entry = mine.entries.get(key)
     if entry is not None:
         ctx, limits = entry
         if reqs <= limits[0] and model_len <= limits[1] and rows <= limits[2] and \
@@ -53,8 +100,8 @@ def context(backend, device, batch):
     need = (max(reqs, 1), max(model_len, 1), max(rows, 1), max(heads, 1))
     if entry is not None:
         need = tuple(max(n, l) for n, l in zip(need, limits))
-        _destroy(ctx)
-        del cache[key]
+        del mine.entries[key]
+        lib.m3idx_context_destroy(ctx)
     opts = Options()
     lib.m3idx_options_init(ctypes.byref(opts))
     opts.backend = BACKENDS[backend]
@@ -65,23 +112,19 @@ def context(backend, device, batch):
         opts.flags = FLAG_HOST_POINTERS
     ctx = ctypes.c_void_p()
     check(lib.m3idx_context_create(ctypes.byref(opts), ctypes.byref(ctx)))
-    with _all_lock:
-        _all.append(ctx.value)
-    cache[key] = (ctx.value, need)
+    mine.entries[key] = (ctx.value, need)
     return ctx.value
 
 
-def _destroy(ctx):
-    with _all_lock:
-        if ctx in _all:
-            _all.remove(ctx)
-    lib.m3idx_context_destroy(ctx)
+def live_contexts():
+    """How many contexts this thread holds (for tests)."""
+    return len(_mine().entries)
 
 
 @atexit.register
-def _destroy_all():
-    with _all_lock:
-        live = list(_all)
-        _all.clear()
-    for ctx in live:
-        lib.m3idx_context_destroy(ctx)
+def _destroy_own_at_exit():
+    """The exiting thread's contexts only: a daemon thread may still be
+    inside a call on its own, which must not be freed under it."""
+    mine = getattr(_local, "contexts", None)
+    if mine is not None:
+        mine.destroy()
