@@ -211,8 +211,13 @@ static int check_shapes(const struct topk_args *a, int prefill, const struct npy
     return -1;
   }
   const int32_t *seq = sl->data;
+  const int32_t *cu_q = prefill ? cu->data : NULL;
   for (int64_t r = 0; r < reqs; r++) {
-    int64_t blocks = seq[r] > 0 ? ((int64_t)seq[r] + M3IDX_BLOCK_SIZE - 1) / M3IDX_BLOCK_SIZE : 0;
+    /* A prefill request with no rows reads no block. */
+    int no_rows = prefill && cu_q[r + 1] == cu_q[r];
+    int64_t blocks = seq[r] > 0 && !no_rows
+                         ? ((int64_t)seq[r] + M3IDX_BLOCK_SIZE - 1) / M3IDX_BLOCK_SIZE
+                         : 0;
     if (blocks > bt->shape[1]) {
       cli_error("topk", "--seq-lens[%lld] is %d: %lld blocks, more than the %lld columns "
                 "of --block-table", (long long)r, (int)seq[r], (long long)blocks,
@@ -287,9 +292,10 @@ int cli_topk(int argc, char **argv) {
   o.backend = a.backend;
   o.threads = a.threads;
   o.max_reqs = (int32_t)reqs;
-  o.max_model_len = max_seq;
+  /* A call with no rows sizes nothing (m3idx_score_prefill(3)). */
+  o.max_model_len = rows > 0 ? max_seq : 1;
   o.max_rows = rows > 0 ? rows : 1;
-  o.max_heads = heads;
+  o.max_heads = rows > 0 ? heads : 1;
   o.flags = M3IDX_FLAG_HOST_POINTERS;
   m3idx_status st = m3idx_context_create(&o, &ctx);
   if (st != M3IDX_OK) {

@@ -13,6 +13,7 @@
 #include <config.h>
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "checks.h"
@@ -103,17 +104,9 @@ m3idx_status m3idx__check_batch(m3idx_context *ctx, const m3idx_batch *b,
   if (b->num_heads < 1)
     FAIL(ctx, M3IDX_ERR_INVALID_SIZE, "batch->num_heads is %d, must be >= 1",
          (int)b->num_heads);
-  if (b->num_heads > lim->max_heads)
-    FAIL(ctx, M3IDX_ERR_LIMIT,
-         "batch->num_heads is %d, more than the context's max_heads %d",
-         (int)b->num_heads, (int)lim->max_heads);
   if (b->max_seq_len < 1)
     FAIL(ctx, M3IDX_ERR_INVALID_SIZE, "batch->max_seq_len is %d, must be >= 1",
          (int)b->max_seq_len);
-  if (b->max_seq_len > lim->max_model_len)
-    FAIL(ctx, M3IDX_ERR_LIMIT,
-         "batch->max_seq_len is %d, more than the context's max_model_len %d",
-         (int)b->max_seq_len, (int)lim->max_model_len);
   if (b->seq_lens == NULL)
     FAIL(ctx, M3IDX_ERR_NULL_POINTER, "batch->seq_lens is NULL");
   if (b->num_rows < 0)
@@ -138,6 +131,16 @@ m3idx_status m3idx__check_batch(m3idx_context *ctx, const m3idx_batch *b,
     FAIL(ctx, M3IDX_ERR_LIMIT,
          "batch->num_rows is %d, more than the context's max_rows %d",
          (int)b->num_rows, (int)lim->max_rows);
+  /* Heads and the longest sequence size only per-row work: a batch with
+     no rows (prefill) needs neither to fit the context. */
+  if (b->num_rows > 0 && b->num_heads > lim->max_heads)
+    FAIL(ctx, M3IDX_ERR_LIMIT,
+         "batch->num_heads is %d, more than the context's max_heads %d",
+         (int)b->num_heads, (int)lim->max_heads);
+  if (b->num_rows > 0 && b->max_seq_len > lim->max_model_len)
+    FAIL(ctx, M3IDX_ERR_LIMIT,
+         "batch->max_seq_len is %d, more than the context's max_model_len %d",
+         (int)b->max_seq_len, (int)lim->max_model_len);
 
   c->mode = b->mode;
   c->num_reqs = b->num_reqs;
@@ -233,7 +236,7 @@ m3idx_status m3idx__check_scores(m3idx_context *ctx, const void *scores,
          (long long)score_stride);
   if (score_stride == 0 || scores == NULL)
     score_stride = c->width;
-  if (score_stride < c->width)
+  if (score_stride < c->width && c->num_rows > 0) /* no rows: nothing is addressed */
     FAIL(ctx, M3IDX_ERR_INCONSISTENT,
          "score_stride is %lld, less than the width %d = ceil(max_seq_len %d / 128)",
          (long long)score_stride, (int)c->width, (int)c->max_seq_len);
@@ -296,5 +299,78 @@ m3idx_status m3idx__check_work_map(m3idx_context *ctx, const int32_t *map,
       FAIL(ctx, M3IDX_ERR_WORK_MAP,
            "work_map entry %lld is {%d, %d}, expected unused {-1, 0}: rebuild the map with m3idx_work_map_build",
            (long long)e, (int)map[2 * e], (int)map[2 * e + 1]);
+  return M3IDX_OK;
+}
+
+/* ---- Outputs apart from inputs ------------------------------------------ */
+
+struct span {
+  const char *name;
+  uintptr_t lo, hi; /* [lo, hi); empty when lo == hi */
+};
+
+static struct span span_of(const char *name, const void *p, int64_t bytes) {
+  uintptr_t lo = (uintptr_t)p;
+  return (struct span){name, lo, p != NULL && bytes > 0 ? lo + (uintptr_t)bytes : lo};
+}
+
+static int spans_meet(struct span a, struct span b) {
+  return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
+}
+
+/* Bytes of the block table the call reads: exact where the lengths can be
+ * read, else a lower bound (the first entry of the last request's row). */
+static int64_t block_table_bytes(const m3idx_context *ctx, const struct m3idx_call *c) {
+  if (!ctx->host_visible)
+    return ((int64_t)(c->num_reqs - 1) * c->bt_stride + 1) * 4;
+  int64_t end = 0;
+  for (int32_t r = 0; r < c->num_reqs; r++) {
+    int32_t n = m3idx__request_blocks(c, r);
+    if (n > 0 && (int64_t)r * c->bt_stride + n > end)
+      end = (int64_t)r * c->bt_stride + n;
+  }
+  return end * 4;
+}
+
+m3idx_status m3idx__check_outputs_apart(m3idx_context *ctx, const struct m3idx_call *c) {
+  int64_t rows = (int64_t)c->num_heads * c->num_rows;
+  int64_t score_bytes = rows > 0 ? ((rows - 1) * c->score_stride + c->width) * 4 : 0;
+  int prefill = c->mode == M3IDX_MODE_PREFILL;
+  struct span in[9], out[3];
+  int n_in = 0, n_out = 0;
+  in[n_in++] = span_of("batch->seq_lens", c->seq_lens, (int64_t)c->num_reqs * 4);
+  if (prefill) {
+    in[n_in++] = span_of("batch->cu_seqlens_q", c->cu_seqlens_q, ((int64_t)c->num_reqs + 1) * 4);
+    in[n_in++] = span_of("batch->context_lens", c->context_lens, (int64_t)c->num_reqs * 4);
+  }
+  if (c->query != NULL) {
+    int64_t elt = c->query_dtype == M3IDX_DTYPE_BF16 ? 2 : 1;
+    in[n_in++] = span_of("query->data", c->query, rows * M3IDX_HEAD_DIM * elt);
+  }
+  if (c->pages != NULL) {
+    in[n_in++] = span_of("kcache->pages", c->pages, (int64_t)c->num_pages * M3IDX_PAGE_BYTES);
+    in[n_in++] = span_of("kcache->block_table", c->block_table, block_table_bytes(ctx, c));
+  }
+  if (c->work_map_in != NULL)
+    in[n_in++] = span_of("work_map", c->work_map_in, (int64_t)c->work_map_capacity * 8);
+  if (c->scores_in != NULL)
+    in[n_in++] = span_of("scores", c->scores_in, score_bytes);
+  if (c->topk != NULL)
+    out[n_out++] = span_of("topk", c->topk, rows * M3IDX_TOPK * 4);
+  if (c->scores != NULL)
+    out[n_out++] = span_of("scores", c->scores, score_bytes);
+  if (c->work_map_out != NULL)
+    out[n_out++] = span_of("work_map", c->work_map_out, (int64_t)c->work_map_capacity * 8);
+  for (int o = 0; o < n_out; o++) {
+    for (int i = 0; i < n_in; i++)
+      if (spans_meet(out[o], in[i]))
+        FAIL(ctx, M3IDX_ERR_INVALID_ARGUMENT,
+             "%s (the output) overlaps %s (an input): outputs must not share memory with inputs",
+             out[o].name, in[i].name);
+    for (int p = 0; p < o; p++)
+      if (spans_meet(out[o], out[p]))
+        FAIL(ctx, M3IDX_ERR_INVALID_ARGUMENT, "%s and %s (both outputs) overlap",
+             out[p].name, out[o].name);
+  }
   return M3IDX_OK;
 }

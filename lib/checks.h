@@ -31,4 +31,10 @@ m3idx_status m3idx__check_work_map(m3idx_context *ctx, const int32_t *map,
                                    int32_t capacity, int building,
                                    struct m3idx_call *call);
 
+/* Every output of the call (topk, scores, the work map being built) lies
+ * apart from every input and from the other outputs, by address (SPEC
+ * section 11): M3IDX_ERR_INVALID_ARGUMENT naming both.  Run last, on the
+ * filled call. */
+m3idx_status m3idx__check_outputs_apart(m3idx_context *ctx, const struct m3idx_call *call);
+
 #endif /* M3IDX_CHECKS_H */

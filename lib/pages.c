@@ -10,6 +10,8 @@
 #include <config.h>
 
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "context.h"
@@ -103,7 +105,19 @@ m3idx_status m3idx_encode_keys_f32(const float *keys, int64_t num_tokens,
   if (num_tokens < 0)
     return m3idx__fail(NULL, M3IDX_ERR_INVALID_SIZE,
                        "num_tokens is %lld, negative", (long long)num_tokens);
-  int64_t need = (num_tokens + M3IDX_BLOCK_SIZE - 1) / M3IDX_BLOCK_SIZE;
+  if (num_pages < 0)
+    return m3idx__fail(NULL, M3IDX_ERR_INVALID_SIZE,
+                       "num_pages is %lld, negative", (long long)num_pages);
+  /* Both buffers must be addressable before any offset is computed. */
+  if (num_tokens > PTRDIFF_MAX / (M3IDX_HEAD_DIM * (int64_t)sizeof(float)))
+    return m3idx__fail(NULL, M3IDX_ERR_INVALID_SIZE,
+                       "num_tokens is %lld, more rows of 128 floats than can be addressed",
+                       (long long)num_tokens);
+  if (num_pages > PTRDIFF_MAX / M3IDX_PAGE_BYTES)
+    return m3idx__fail(NULL, M3IDX_ERR_INVALID_SIZE,
+                       "num_pages is %lld, more pages of %d bytes than can be addressed",
+                       (long long)num_pages, M3IDX_PAGE_BYTES);
+  int64_t need = num_tokens / M3IDX_BLOCK_SIZE + (num_tokens % M3IDX_BLOCK_SIZE != 0);
   if (num_pages != need)
     return m3idx__fail(NULL, M3IDX_ERR_INCONSISTENT,
                        "num_pages is %lld, but %lld tokens fill %lld pages",

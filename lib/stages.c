@@ -21,7 +21,12 @@ static m3idx_status begin(m3idx_context *ctx) {
   return M3IDX_OK;
 }
 
+/* Runs a checked call on the backend; a call with no rows (a prefill
+ * batch) has nothing to write, and returns once its arguments are checked. */
 static m3idx_status run(m3idx_context *ctx, const struct m3idx_call *c) {
+  TRY(m3idx__check_outputs_apart(ctx, c));
+  if (c->stage != M3IDX_STAGE_WORK_MAP && c->num_rows == 0)
+    return M3IDX_OK;
   struct m3idx_errbuf err;
   err.msg[0] = '\0';
   m3idx_status st = ctx->ops->run(ctx->state, c, &err);

@@ -178,6 +178,24 @@ expect_fail "encode: wrong key width" "expected [tokens, 128]" encode --keys "$B
 expect_fail "encode: no --keys" "--keys is required" encode --out "$tmp/out.npy"
 expect_fail "unknown command" "unknown command 'frob'" frob
 
+# A prefill with no rows reads no block and sizes nothing: a request of
+# 2^31 - 1 tokens with a 1-column block table gives an empty top-k.
+"$HELPER" zeros "$B/q0.npy" "<u2" 0 4194304 128
+"$HELPER" zeros "$B/pg1.npy" "|u1" 1 8704
+"$HELPER" zeros "$B/bt1.npy" "<i4" 1 1
+"$HELPER" zeros "$B/cu0.npy" "<i4" 2
+"$HELPER" fill-i32 "$B/sl-max.npy" 2147483647 1
+rm -f "$tmp/out.npy"
+if m3idx_run topk --mode prefill --query "$B/q0.npy" --query-dtype bf16 --pages "$B/pg1.npy" \
+    --block-table "$B/bt1.npy" --seq-lens "$B/sl-max.npy" --cu-seqlens-q "$B/cu0.npy" \
+    --context-lens "$B/sl-max.npy" --out "$tmp/out.npy" 2>"$tmp/err" &&
+  "$HELPER" zeros "$B/expect0.npy" "<i4" 4194304 0 16 && cmp -s "$tmp/out.npy" "$B/expect0.npy"; then
+  pass
+else
+  fail "a prefill with no rows: $(cat "$tmp/err")"
+fi
+rm -f "$tmp/out.npy"
+
 m3idx_run --version | grep -q "^m3idx [0-9]" && pass || fail "--version"
 m3idx_run topk --help | grep -q "usage: m3idx topk" && pass || fail "topk --help"
 

@@ -28,7 +28,8 @@ too.  bf16 queries are torch.bfloat16, ml_dtypes.bfloat16 or their uint16
 bits; e4m3 queries torch.float8_e4m3fn, ml_dtypes.float8_e4m3fn or uint8.
 
 Errors: TypeError / ValueError name the argument and are raised before
-anything is written; m3idx.Error carries the library's status and message.
+anything is written (an output that shares memory with an input, or with
+another output, is a ValueError naming both); m3idx.Error carries the library's status and message.
 Outputs are untouched on every error.  Contexts are made once per thread,
 backend, device and stream, and grown when a call needs more; a thread's
 contexts are freed when it ends, those of threads still running at

@@ -170,6 +170,34 @@ def same_device(arrs):
     return devices.pop() if devices else None
 
 
+_ITEMSIZE = {"u8": 1, "e4m3": 1, "i8": 1, "u16": 2, "bf16": 2, "i32": 4, "f32": 4}
+
+
+def _extent(a):
+    n = _ITEMSIZE[a.kind]
+    for d in a.shape:
+        n *= d
+    return a.ptr, a.ptr + n
+
+
+def apart(outputs, inputs):
+    """ValueError naming both when an output shares memory with an input
+    or with another output (the arrays are C-contiguous: their bytes are
+    one range each; arrays on different devices never meet)."""
+    outputs = [a for a in outputs if a is not None]
+    inputs = [a for a in inputs if a is not None]
+    for i, o in enumerate(outputs):
+        lo, hi = _extent(o)
+        if lo == hi:
+            continue
+        for other, what in [(x, "an input") for x in inputs] + \
+                           [(x, "another output") for x in outputs[:i]]:
+            olo, ohi = _extent(other)
+            if other.device == o.device and olo < ohi and lo < ohi and olo < hi:
+                raise ValueError("%s overlaps %s (%s): outputs must not share memory with "
+                                 "the call's other arrays" % (o.name, other.name, what))
+
+
 def expect_shape(a, shape):
     """shape entries None are free; ValueError naming a on a mismatch."""
     got = a.shape

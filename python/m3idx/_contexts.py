@@ -92,6 +92,8 @@ def context(backend, device, batch):
     key = (backend, device if device is not None else 0, stream, host)
     mine = _mine()
     entry = mine.entries.get(key)
+    if rows == 0:  # a call with no rows sizes nothing (m3idx_score_prefill(3))
+        model_len = heads = 1
     if entry is not None:
         ctx, limits = entry
         if reqs <= limits[0] and model_len <= limits[1] and rows <= limits[2] and \

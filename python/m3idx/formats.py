@@ -84,6 +84,10 @@ def encode_keys(keys, out=None):
     if o.device is not None or o.shape != (npages, PAGE_BYTES):
         raise ValueError("out has shape %s, expected host [%d, %d]"
                          % (list(o.shape), npages, PAGE_BYTES))
+    if k.nbytes and npages and k.ctypes.data < o.ptr + npages * PAGE_BYTES and \
+            o.ptr < k.ctypes.data + k.nbytes:
+        raise ValueError("out overlaps keys (an input): outputs must not share memory with "
+                         "the call's other arrays")
     if k.dtype == np.float32:
         check(lib.m3idx_encode_keys_f32(k.ctypes.data, tokens, o.ptr, npages))
         return out

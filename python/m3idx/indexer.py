@@ -7,7 +7,7 @@ import ctypes
 import numpy as np
 
 from . import _describe as D
-from ._arrays import adapt, expect_shape
+from ._arrays import adapt, apart, expect_shape
 from ._contexts import backend_for, context
 from ._library import BACKENDS, BLOCK_SIZE, TOPK, check, lib
 
@@ -62,6 +62,7 @@ def mxfp4_index_topk_decode(index_query, index_pages, block_table, seq_lens, wor
     ib = D.integer(init_blocks, "init_blocks")
     lb = D.integer(local_blocks, "local_blocks")
     device = D.device_of(q, pages, bt, sl, wm, out)
+    apart([out], [q, pages, bt, sl, wm])
     be = backend_for(backend, device)
     ctx = context(be, device, batch)
     check(lib.m3idx_index_topk_decode(ctx, ctypes.byref(batch), ctypes.byref(qd),
@@ -99,6 +100,7 @@ def mxfp4_index_topk_prefill(index_query, index_pages, block_table, cu_seqlens_q
     ib = D.integer(init_blocks, "init_blocks")
     lb = D.integer(local_blocks, "local_blocks")
     device = D.device_of(q, pages, bt, sl, cu, cl, nv, out)
+    apart([out], [q, pages, bt, sl, cu, cl, nv])
     be = backend_for(backend, device)
     want = D.causal_blocks(batch, sl, cu, cl)
     got = np.asarray(nv.host_numpy(), dtype=np.int64)
@@ -149,6 +151,7 @@ def work_map(seq_lens, max_blocks, query_len, num_heads, out=None, *, backend=No
     wm = adapt(out, "out", ("i32",), 2, writable=True)
     expect_shape(wm, (None, 2))
     device = D.device_of(sl, wm)
+    apart([wm], [sl])
     be = backend_for(backend, device)
     model_len = min(max_blocks * BLOCK_SIZE, D.INT32_MAX)
     batch = D.decode_batch(sl, heads, reqs * query_len, model_len, query_len)

@@ -5,7 +5,7 @@ entries at or past a row's causal block count are left untouched."""
 import ctypes
 
 from . import _describe as D
-from ._arrays import adapt, expect_shape
+from ._arrays import adapt, apart, expect_shape
 from ._contexts import backend_for, context
 from ._library import TOPK, check, lib
 from .indexer import _finish, _work_map
@@ -32,6 +32,7 @@ def score_decode(index_query, index_pages, block_table, seq_lens, work_map, scor
     batch = D.decode_batch(sl, heads, rows, max_seq_len, query_len)
     s = _scores(scores_out, heads, rows, batch.max_seq_len)
     device = D.device_of(q, pages, bt, sl, wm, s)
+    apart([s], [q, pages, bt, sl, wm])
     ctx = context(backend_for(backend, device), device, batch)
     check(lib.m3idx_score_decode(ctx, ctypes.byref(batch), ctypes.byref(qd), ctypes.byref(kc),
                                  wm.ptr if wm else None, cap, s.ptr, s.shape[2]), ctx)
@@ -51,6 +52,7 @@ def score_prefill(index_query, index_pages, block_table, cu_seqlens_q, seq_lens,
     batch = D.prefill_batch(sl, cu, cl, heads, rows, max_seq_len)
     s = _scores(scores_out, heads, rows, batch.max_seq_len)
     device = D.device_of(q, pages, bt, sl, cu, cl, s)
+    apart([s], [q, pages, bt, sl, cu, cl])
     ctx = context(backend_for(backend, device), device, batch)
     check(lib.m3idx_score_prefill(ctx, ctypes.byref(batch), ctypes.byref(qd), ctypes.byref(kc),
                                   s.ptr, s.shape[2]), ctx)
@@ -86,6 +88,7 @@ def pin_forced_blocks(scores, seq_lens, *, max_seq_len, init_blocks, local_block
     ib = D.integer(init_blocks, "init_blocks")
     lb = D.integer(local_blocks, "local_blocks")
     device = D.device_of(sl, cu, cl, s)
+    apart([s], [sl, cu, cl])
     ctx = context(backend_for(backend, device), device, batch)
     check(lib.m3idx_pin_forced_blocks(ctx, ctypes.byref(batch), ib, lb, s.ptr, s.shape[2]), ctx)
     _finish(ctx, device)
@@ -103,6 +106,7 @@ def topk_from_scores(scores, seq_lens, topk_out, *, max_seq_len, query_len=None,
     out = adapt(topk_out, "topk_out", ("i32",), 3, writable=True)
     expect_shape(out, (heads, rows, TOPK))
     device = D.device_of(sl, cu, cl, s, out)
+    apart([out], [sl, cu, cl, s])
     ctx = context(backend_for(backend, device), device, batch)
     check(lib.m3idx_topk_from_scores(ctx, ctypes.byref(batch), s.ptr, s.shape[2], out.ptr), ctx)
     _finish(ctx, device)
