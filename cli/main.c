@@ -5,6 +5,7 @@
  */
 #include <config.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,7 +19,23 @@ static const char usage[] =
     "       m3idx --help | --version\n"
     "Environment: M3IDX_BACKEND=cpu|hip|auto, OMP_NUM_THREADS.  See m3idx(1), m3idx(7).\n";
 
-int main(int argc, char **argv) {
+/* What the command printed must have reached standard output: a full
+ * disk, a closed descriptor or a reader that went away is a failure, not
+ * success (the check gnulib's close_stdout makes). */
+static int stdout_delivered(int rc) {
+  int failed = fflush(stdout) != 0 || ferror(stdout);
+  int e = errno;
+  if (fclose(stdout) != 0 && !failed) {
+    failed = 1;
+    e = errno;
+  }
+  if (!failed)
+    return rc;
+  fprintf(stderr, "m3idx: cannot write to standard output: %s\n", strerror(e));
+  return rc != 0 ? rc : CLI_EXIT_FAILURE;
+}
+
+static int run(int argc, char **argv) {
   if (argc < 2)
     return cli_default_job(argc, argv);
   const char *cmd = argv[1];
@@ -42,3 +59,5 @@ int main(int argc, char **argv) {
   cli_error(NULL, "unknown command '%s'\n%s", cmd, usage);
   return CLI_EXIT_USAGE;
 }
+
+int main(int argc, char **argv) { return stdout_delivered(run(argc, argv)); }

@@ -56,8 +56,26 @@ static const char *dict_value(const char *h, const char *key) {
   return NULL;
 }
 
+/* How many times 'key' (either quote) appears in the dict. */
+static int key_count(const char *h, const char *key) {
+  char quoted[32];
+  int count = 0;
+  for (int q = 0; q < 2; q++) {
+    snprintf(quoted, sizeof quoted, q ? "\"%s\"" : "'%s'", key);
+    for (const char *p = strstr(h, quoted); p; p = strstr(p + 1, quoted))
+      count++;
+  }
+  return count;
+}
+
 static int parse_header(const char *h, const char *what, struct npy_array *a,
                         char *err, size_t n) {
+  /* numpy reads a repeated key as its last value, a hand-written reader
+     as its first: a header that says two things is refused. */
+  static const char *const keys[] = {"descr", "fortran_order", "shape"};
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+    if (key_count(h, keys[k]) > 1)
+      return fail(err, n, "%s: .npy header gives '%s' more than once", what, keys[k]);
   const char *p = dict_value(h, "descr");
   if (!p || (*p != '\'' && *p != '"'))
     return fail(err, n, "%s: .npy header has no 'descr'", what);

@@ -151,9 +151,15 @@ static int resolve(struct out_file *f, int force, char *err, size_t n) {
     f->exists = 0;
     return 0;
   }
-  if (stat(f->path, &f->st) != 0)
-    return fail(err, n, "%s: '%s' is a symbolic link to %s", f->opt, f->path,
-                errno == ENOENT ? "a missing file" : strerror(errno));
+  if (stat(f->path, &f->st) != 0) {
+    if (errno == ENOENT)
+      return fail(err, n, "%s: '%s' is a symbolic link to a missing file", f->opt, f->path);
+    if (errno == ELOOP)
+      return fail(err, n, "%s: '%s' is a symbolic link that leads back to itself (a loop)",
+                  f->opt, f->path);
+    return fail(err, n, "%s: cannot follow the symbolic link '%s': %s", f->opt, f->path,
+                strerror(errno));
+  }
   f->exists = 1;
   f->target = realpath(f->path, NULL);
   if (f->target == NULL)

@@ -255,6 +255,26 @@ else
   grep -q "symbolic link to a missing file" "$tmp/err" && pass || fail "12: dangling: $(cat "$tmp/err")"
 fi
 
+# 12b. Outputs refused before anything is read are bad usage, exit 2
+# (m3idx(1)): a missing folder, a directory, a symbolic-link loop (whose
+# message once read "is a symbolic link to Too many levels of ...").
+ln -sf loop-b.npy "$O/loop-a.npy"
+ln -sf loop-a.npy "$O/loop-b.npy"
+mkdir -p "$O/a-dir"
+for bad in "$O/no/such/folder/x.npy:No such file or directory" "$O/a-dir:is a directory" \
+    "$O/loop-a.npy:is a symbolic link that leads back to itself (a loop)"; do
+  path=${bad%%:*} text=${bad#*:}
+  topk --out "$path" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q -F -- "$text" "$tmp/err"; then
+    pass
+  else
+    fail "12b: --out $path: exit $rc, $(cat "$tmp/err")"
+  fi
+done
+rm -f "$O/loop-a.npy" "$O/loop-b.npy"
+rmdir "$O/a-dir"
+
 # 13. Output names of 250 bytes.
 long=$(printf 'n%.0s' $(seq 1 246)).npy
 if topk --out "$O/$long" 2>"$tmp/err" && cmp -s "$O/$long" "$D/expected_topk.npy"; then

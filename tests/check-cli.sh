@@ -120,7 +120,7 @@ expect_fail "stray argument" "unexpected argument 'extra'" $(dec none x) extra
 expect_fail "missing file" "--query: cannot open" $(dec query "$B/none.npy")
 printf 'not an npy file at all' >"$B/text.npy"
 expect_fail "not npy" "is not a .npy file" $(dec pages "$B/text.npy")
-for k in fortran bigendian truncate trailing v3 magic f8 4d; do
+for k in fortran bigendian truncate trailing v3 magic f8 4d twodescr; do
   "$HELPER" damage "$D/seq_lens.npy" "$B/sl-$k.npy" "$k"
 done
 expect_fail "fortran order" "Fortran-ordered" $(dec sl "$B/sl-fortran.npy")
@@ -130,6 +130,7 @@ expect_fail "trailing bytes" "its shape needs" $(dec sl "$B/sl-trailing.npy")
 expect_fail "npy format 3.0" "only 1.0 and 2.0" $(dec sl "$B/sl-v3.npy")
 expect_fail "bad magic" "is not a .npy file" $(dec sl "$B/sl-magic.npy")
 expect_fail "wrong dtype" "dtype '<f8', expected int32" $(dec sl "$B/sl-f8.npy")
+expect_fail "descr given twice" "header gives 'descr' more than once" $(dec sl "$B/sl-twodescr.npy")
 "$HELPER" damage "$D/block_table.npy" "$B/bt-4d.npy" 4d
 expect_fail "wrong dimensions" "4 dimensions, expected 2" $(dec bt "$B/bt-4d.npy")
 expect_fail "pages of the wrong dtype" "--pages: " $(dec pages "$D/block_table.npy")
@@ -195,6 +196,21 @@ else
   fail "a prefill with no rows: $(cat "$tmp/err")"
 fi
 rm -f "$tmp/out.npy"
+
+# What the command prints must reach standard output: a full device or a
+# closed descriptor is exit 1 with a message (both used to exit 0).
+for cmd in "--version" "--help" "topk --help" "encode --help"; do
+  if [ -w /dev/full ]; then
+    m3idx_run $cmd >/dev/full 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "cannot write to standard output" "$tmp/err" && pass ||
+      fail "$cmd >/dev/full: exit $rc, $(cat "$tmp/err")"
+  fi
+  m3idx_run $cmd >&- 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "cannot write to standard output" "$tmp/err" && pass ||
+    fail "$cmd with standard output closed: exit $rc, $(cat "$tmp/err")"
+done
 
 m3idx_run --version | grep -q "^m3idx [0-9]" && pass || fail "--version"
 m3idx_run topk --help | grep -q "usage: m3idx topk" && pass || fail "topk --help"

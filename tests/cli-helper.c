@@ -11,7 +11,8 @@
  *   cli-helper expect-pages KEYS OUT      the pages of KEYS, encoded here
  *                                         with the oracle's own rules
  *   cli-helper damage IN OUT KIND         fortran | bigendian | truncate |
- *                                         trailing | v2 | v3 | magic | f8 | 4d
+ *                                         trailing | v2 | v3 | magic | f8 | 4d |
+ *                                         twodescr
  *   cli-helper set-i32 FILE INDEX VALUE   overwrite one int32 element
  *   cli-helper zeros FILE DESCR D0 [D1 [D2]]  a zero array of that shape
  *   cli-helper fill-i32 FILE VALUE N      int32 [N], every element VALUE
@@ -260,6 +261,17 @@ static int damage(const char *in, const char *out, const char *kind) {
     char *end = (char *)b + 10 + hlen - 1; /* the '\n' */
     memmove(e + 6, e, (size_t)(end - e - 6));
     memcpy(e, ", 1, 1", 6);
+  } else if (!strcmp(kind, "twodescr")) {
+    /* {'descr': '<i4', ...} -> {'descr': '<i4', 'descr': '<f4', ...}: numpy
+       reads the last; 16 more characters come from the padding. */
+    char *s = strstr((char *)b + 10, "', ");
+    size_t hlen = (size_t)b[8] | (size_t)b[9] << 8;
+    if (!s)
+      die("damage: no descr");
+    s += 3;
+    char *end = (char *)b + 10 + hlen - 1;
+    memmove(s + 16, s, (size_t)(end - s - 16));
+    memcpy(s, "'descr': '<f4', ", 16);
   } else if (!strcmp(kind, "v2")) {
     /* The same array in format 2.0: a 4-byte header length. */
     size_t hlen = (size_t)b[8] | (size_t)b[9] << 8;
