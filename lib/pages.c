@@ -96,6 +96,23 @@ m3idx_status m3idx_page_decode(const uint8_t *page, int32_t slot, float *key) {
   return M3IDX_OK;
 }
 
+m3idx_status m3idx_page_decode_f64(const uint8_t *page, int32_t slot, double *key) {
+  m3idx_status st = check_slot(page, slot, key);
+  if (st != M3IDX_OK)
+    return st;
+  const uint8_t *data = page + 64 * slot;
+  const uint8_t *scales = page + M3IDX_PAGE_DATA_BYTES + 4 * slot;
+  /* e2m1 has two significant bits and 2^(e-127) is a normal double: the
+     product is exact, whatever the caller's rounding mode. */
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
+    uint8_t b = data[d / 2];
+    uint8_t code = (d & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 15u);
+    uint8_t e = scales[d / 32];
+    key[d] = e == 255u ? (double)NAN : (double)m3idx__e2m1_value(code) * m3idx__e8m0_double(e);
+  }
+  return M3IDX_OK;
+}
+
 m3idx_status m3idx_encode_keys_f32(const float *keys, int64_t num_tokens,
                                    uint8_t *pages, int64_t num_pages) {
   if (keys == NULL && num_tokens > 0)

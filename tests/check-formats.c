@@ -336,6 +336,49 @@ START_TEST(caller_fp_environment) {
 }
 END_TEST
 
+/* m3idx_page_decode_f64 against values written out here: every e2m1 code
+ * at every scale byte, exact where fp32 overflows (byte 254 x 6 is
+ * 1.5 * 2^129); m3idx_page_decode agrees wherever fp32 holds the value. */
+START_TEST(page_decode_exact) {
+  static const double e2m1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
+  uint8_t page[M3IDX_PAGE_BYTES];
+  double got[M3IDX_HEAD_DIM];
+  float got32[M3IDX_HEAD_DIM];
+  for (int e = 0; e < 256; e += 4) {
+    memset(page, 0, sizeof page);
+    for (int slot = 0; slot < 4; slot++) {
+      for (int i = 0; i < 64; i++) /* element d holds code d % 16 */
+        page[64 * slot + i] = (uint8_t)((2 * i) % 16 | ((2 * i + 1) % 16) << 4);
+      for (int g = 0; g < 4; g++)
+        page[M3IDX_PAGE_DATA_BYTES + 4 * slot + g] = (uint8_t)(e + slot);
+    }
+    for (int slot = 0; slot < 4; slot++) {
+      int byte = e + slot;
+      ck_assert_int_eq(m3idx_page_decode_f64(page, slot, got), M3IDX_OK);
+      ck_assert_int_eq(m3idx_page_decode(page, slot, got32), M3IDX_OK);
+      for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
+        double want = byte == 255 ? NAN : ldexp(e2m1[d % 16], byte - 127);
+        if (byte == 255) {
+          ck_assert_msg(isnan(got[d]), "byte 255 d %d: %g", d, got[d]);
+          continue;
+        }
+        ck_assert_msg(got[d] == want && signbit(got[d]) == signbit(want),
+                      "byte %d code %d: %a, want %a", byte, d % 16, got[d], want);
+        if (fabs(want) < 0x1p128)
+          ck_assert_msg((double)got32[d] == want, "fp32 byte %d code %d", byte, d % 16);
+        else
+          ck_assert_msg(isinf(got32[d]), "fp32 byte %d code %d: %a", byte, d % 16,
+                        (double)got32[d]);
+      }
+    }
+  }
+  double key[M3IDX_HEAD_DIM];
+  ck_assert_int_eq(m3idx_page_decode_f64(page, 128, key), M3IDX_ERR_INVALID_SIZE);
+  ck_assert_int_eq(m3idx_page_decode_f64(NULL, 0, key), M3IDX_ERR_NULL_POINTER);
+  ck_assert_int_eq(m3idx_page_decode_f64(page, 0, NULL), M3IDX_ERR_NULL_POINTER);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("formats");
   TCase *t = tcase_create("formats");
@@ -348,6 +391,7 @@ int main(void) {
   tcase_add_test(t, page_round_trip);
   tcase_add_test(t, encode_keys);
   tcase_add_test(t, caller_fp_environment);
+  tcase_add_test(t, page_decode_exact);
   suite_add_tcase(s, t);
   return run_suite(s);
 }

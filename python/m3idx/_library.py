@@ -126,6 +126,7 @@ _DECLS = {
     "m3idx_page_encode_f32": (_ST, [_P, _I32, _P]),
     "m3idx_page_encode_bf16": (_ST, [_P, _I32, _P]),
     "m3idx_page_decode": (_ST, [_P, _I32, _P]),
+    "m3idx_page_decode_f64": (_ST, [_P, _I32, _P]),
     "m3idx_encode_keys_f32": (_ST, [_P, _I64, _P, _I64]),
 }
 for _name, (_res, _args) in _DECLS.items():

@@ -101,13 +101,24 @@ def encode_keys(keys, out=None):
     return out
 
 
-def decode_pages(pages):
-    """Pages [n, 8704] uint8 to float32 keys [n * 128, 128]: e2m1 * e8m0."""
+def decode_pages(pages, dtype=np.float32):
+    """Pages [n, 8704] uint8 to keys [n * 128, 128]: e2m1 * e8m0.
+
+    dtype float32 (the default) rounds to fp32, where values of magnitude
+    2^128 or more (scale byte 254 with |e2m1| >= 2, 253 with >= 4) become
+    inf; dtype float64 gives every value exactly."""
     p = _host(pages, "pages", ("u8",))
     if p.ndim != 2 or p.shape[1] != PAGE_BYTES:
         raise ValueError("pages has shape %s, expected [n, %d]" % (list(p.shape), PAGE_BYTES))
-    out = np.empty((p.shape[0] * BLOCK_SIZE, HEAD_DIM), dtype=np.float32)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError("dtype is %r, not float32 or float64" % (dtype,))
+    fn = lib.m3idx_page_decode if dt == np.float32 else lib.m3idx_page_decode_f64
+    out = np.empty((p.shape[0] * BLOCK_SIZE, HEAD_DIM), dtype=dt)
     for i in range(p.shape[0]):
         for t in range(BLOCK_SIZE):
-            check(lib.m3idx_page_decode(p[i].ctypes.data, t, out[i * BLOCK_SIZE + t].ctypes.data))
+            check(fn(p[i].ctypes.data, t, out[i * BLOCK_SIZE + t].ctypes.data))
     return out

@@ -1,6 +1,7 @@
 """The format helpers against values computed here and against `m3idx
 encode'."""
 
+import math
 import subprocess
 
 import numpy as np
@@ -73,3 +74,32 @@ def test_device_arrays_are_refused_by_the_format_helpers():
                                     "version": 3}
     with pytest.raises(ValueError, match="host arrays"):
         m3idx.float_to_bf16(Device())
+
+
+def test_decode_pages_float64_is_exact():
+    """Scale byte 254 with e2m1 >= 2 is past fp32 (inf there); float64 holds
+    every value: 2^(e-127) * e2m1, written out here."""
+    e2m1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6]
+    pages = np.zeros((1, m3idx.PAGE_BYTES), np.uint8)
+    codes = np.arange(128) % 16
+    for slot, byte in enumerate([0, 1, 127, 200, 253, 254, 255]):
+        pages[0, 64 * slot:64 * slot + 64] = (codes[0::2] | codes[1::2] << 4).astype(np.uint8)
+        pages[0, 8192 + 4 * slot:8192 + 4 * slot + 4] = byte
+    exact = m3idx.decode_pages(pages, dtype=np.float64)
+    rounded = m3idx.decode_pages(pages)
+    assert exact.dtype == np.float64 and rounded.dtype == np.float32
+    for slot, byte in enumerate([0, 1, 127, 200, 253, 254, 255]):
+        for d in range(128):
+            want = math.nan if byte == 255 else math.ldexp(e2m1[d % 16], byte - 127)
+            got = exact[slot, d]
+            if byte == 255:
+                assert math.isnan(got)
+                continue
+            assert got == want and math.copysign(1, got) == math.copysign(1, want)
+            if abs(want) >= 2.0 ** 128:
+                assert math.isinf(rounded[slot, d])
+            else:
+                assert float(rounded[slot, d]) == want
+    assert math.isinf(rounded[5, 4]) and exact[5, 4] == 2.0 ** 128
+    with pytest.raises(ValueError, match="dtype"):
+        m3idx.decode_pages(pages, dtype=np.int32)
