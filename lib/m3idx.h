@@ -127,7 +127,7 @@ M3IDX_API m3idx_status m3idx_context_create(const m3idx_options *opts,
                                             m3idx_context **ctx);
 M3IDX_API void m3idx_context_destroy(m3idx_context *ctx);
 
-/* The backend a context runs on (CPU or HIP, never AUTO). */
+/* The backend a context runs on (CPU or HIP); AUTO for a NULL ctx. */
 M3IDX_API m3idx_backend m3idx_context_backend(const m3idx_context *ctx);
 
 /* Wait for the context's stream; report errors found by kernels since the
