@@ -100,8 +100,9 @@ static void random_query(uint16_t *q, size_t n, uint64_t seed) {
 }
 
 /* Random bytes: every page distinct, so every byte comes from memory;
-   block tables a stride permutation of the pages (distinct, scattered). */
-static void fill_random_bytes(struct synth *s, uint64_t seed) {
+   block tables a stride permutation of the pages (distinct, scattered).
+   Scale bytes 120 .. 134, or any byte for hostile pages. */
+static void fill_random_bytes(struct synth *s, uint64_t seed, int hostile) {
   int64_t pages = s->num_pages;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < pages; p++) {
@@ -109,8 +110,10 @@ static void fill_random_bytes(struct synth *s, uint64_t seed) {
     for (int i = 0; i < 8192 / 8; i++)
       w[i] = synth_mix(seed ^ (uint64_t)(p * 1088 + i));
     uint8_t *sc = s->pages + p * M3IDX_PAGE_BYTES + 8192;
-    for (int i = 0; i < 512; i++)
-      sc[i] = (uint8_t)(120 + synth_mix(seed + (uint64_t)(p * 1088 + 1024 + i)) % 15);
+    for (int i = 0; i < 512; i++) {
+      uint64_t z = synth_mix(seed + (uint64_t)(p * 1088 + 1024 + i));
+      sc[i] = (uint8_t)(hostile ? z & 255u : 120 + z % 15);
+    }
   }
   int64_t step = 7919; /* coprime with pages: (i * step) % pages is a permutation */
   for (;;) {
@@ -195,8 +198,8 @@ int synth_make(struct synth *s, const struct synth_spec *spec) {
     synth_free(s);
     return -1;
   }
-  if (spec->style == SYNTH_RANDOM_BYTES) {
-    fill_random_bytes(s, spec->seed);
+  if (spec->style == SYNTH_RANDOM_BYTES || spec->style == SYNTH_HOSTILE_BYTES) {
+    fill_random_bytes(s, spec->seed, spec->style == SYNTH_HOSTILE_BYTES);
   } else if (fill_model_like(s, spec->seed) != 0) {
     synth_free(s);
     return -1;

@@ -4,7 +4,9 @@
  * for all the rows of the call through a 16-entry table (vpermt2pd) that
  * already holds each group's scale, then one multiply-add a vector a row.
  * The order of the adds is free: under the row's and key's exactness
- * condition every partial sum is exact (lib/spec-rules.h).
+ * condition every partial sum is exact (lib/spec-rules.h).  Keys past the
+ * row's spread are summed group by group, each group exact, and the four
+ * sums rounded once (m3idx__logit_of_terms).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -62,6 +64,20 @@ TARGET static INLINE double dot(const __m512d k[16], const double *q) {
   return _mm512_reduce_add_pd(_mm512_add_pd(a, b));
 }
 
+/* The key's four group sums for a row (vectors 4g .. 4g + 3 are group g):
+ * each exact in any order where the row allows fp64 sums over one scale,
+ * the terms of m3idx__logit_of_terms for keys past the row's spread. */
+TARGET static INLINE void group_dots(const __m512d k[16], const double *q, double t[4]) {
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    __m512d a = _mm512_mul_pd(k[4 * g], _mm512_load_pd(q + 32 * g));
+#pragma GCC unroll 3
+    for (int v = 1; v < 4; v++)
+      a = _mm512_fmadd_pd(k[4 * g + v], _mm512_load_pd(q + 32 * g + 8 * v), a);
+    t[g] = _mm512_reduce_add_pd(a);
+  }
+}
+
 TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ahead,
                                           const struct m3idx_cpu_row *rows, int nrows,
                                           float scale) {
@@ -86,10 +102,15 @@ TARGET void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ah
     for (int r = 0; r < nrows; r++) {
       if (t >= rows[r].nkeys)
         continue;
-      if (spread <= rows[r].spread)
+      if (spread <= rows[r].spread) {
         m3idx__best_take_d(&best[r], dot(k, q[r]), scale);
-      else
+      } else if (rows[r].spread >= 0) {
+        double terms[4];
+        group_dots(k, q[r], terms);
+        m3idx__best_take_logit(&best[r], m3idx__logit_of_terms(terms, scale));
+      } else {
         m3idx__best_take_logit(&best[r], m3idx__exact_logit(rows[r].q, page + 64 * t, sc, scale));
+      }
     }
   }
   for (int r = 0; r < nrows; r++)

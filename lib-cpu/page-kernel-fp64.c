@@ -53,7 +53,8 @@ void m3idx__cpu_page_scores_fp64(const uint8_t *page, const uint8_t *ahead,
       if (spread <= rows[r].spread)
         m3idx__best_take_d(&best[r], key_dot(k, scales, rows[r].q), scale);
       else
-        m3idx__best_take_logit(&best[r], m3idx__exact_logit(rows[r].q, page + 64 * t, sc, scale));
+        m3idx__best_take_logit(&best[r], m3idx__exact_logit_of_row(rows[r].q, rows[r].spread,
+                                                                    page + 64 * t, sc, scale));
     }
   }
   for (int r = 0; r < nrows; r++)

@@ -345,7 +345,7 @@ TARGET static void take_key(struct m3idx__block_best *b, const struct m3idx_cpu_
   if (spread == 255)
     return;
   if (spread > row->spread)
-    m3idx__best_take_logit(b, m3idx__exact_logit(row->q, data, sc, scale));
+    m3idx__best_take_logit(b, m3idx__exact_logit_of_row(row->q, row->spread, data, sc, scale));
   else if (row->digits->kind == M3IDX_CPU_ROW_FILTER && row->digits->residuals >= 0)
     m3idx__best_take_d(b, key_d_cut(row->digits, data, sc), scale);
   else

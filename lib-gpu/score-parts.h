@@ -294,13 +294,14 @@ M3IDX_DEV bool may_hold(const filter_floor &f, float a) {
 
 /* A key t that may hold the largest D: true when fp64 sums of it are exact
  * for the pair's row (the caller sums it with the warp), else its exact
- * logit goes into best now. */
+ * logit goes into best now (group by group where the row allows). */
 M3IDX_DEV bool defer_to_fp64(m3idx__block_best &best, const warp_query &wq, const uint8_t *page,
                              int t, float scale) {
   const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
   if (m3idx__key_spread(sc) <= wq.spread)
     return true;
-  m3idx__best_take_logit(&best, m3idx__exact_logit(wq.qf, page + 64 * t, sc, scale));
+  m3idx__best_take_logit(&best,
+                         m3idx__exact_logit_of_row(wq.qf, wq.spread, page + 64 * t, sc, scale));
   return false;
 }
 

@@ -151,6 +151,15 @@ M3IDX_RULE int m3idx__ctz32(uint32_t x) {
 #endif
 }
 
+/* Trailing zero bits of x != 0. */
+M3IDX_RULE int m3idx__ctz64(uint64_t x) {
+#if defined(__CUDA_ARCH__)
+  return __ffsll((long long)x) - 1;
+#else
+  return __builtin_ctzll(x);
+#endif
+}
+
 M3IDX_RULE struct m3idx__odd_form m3idx__odd_form_of(float x) {
   const uint32_t u = m3idx__float_to_bits(x);
   const uint32_t ex = (u >> 23) & 255u;
@@ -239,13 +248,13 @@ struct m3idx__exact_sum {
   int nan, pos_inf, neg_inf;
 };
 
-/* w += (neg ? -1 : 1) * m * 2^off, m < 2^12, 0 <= off <= 507.  Every word
+/* w += (neg ? -1 : 1) * m * 2^off, m < 2^53, m * 2^off < 2^519.  Every word
  * is visited with a constant index (the term's two words are selected, the
  * carry or borrow ripples through the rest), so a GPU keeps the sum in
  * registers instead of scratch memory. */
-M3IDX_RULE void m3idx__exact_add(uint64_t *w, uint32_t m, int32_t off, int neg) {
+M3IDX_RULE void m3idx__exact_add(uint64_t *w, uint64_t m, int32_t off, int neg) {
   const int i = off >> 6, s = off & 63;
-  const uint64_t lo = (uint64_t)m << s, hi = s ? (uint64_t)m >> (64 - s) : 0u;
+  const uint64_t lo = m << s, hi = s ? m >> (64 - s) : 0u;
   uint64_t c = 0u;
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #pragma unroll
@@ -389,6 +398,79 @@ M3IDX_RULE float m3idx__exact_logit(const float *q, const uint8_t *data, const u
   struct m3idx__exact_sum x;
   m3idx__exact_dot(q, data, scales, &x);
   return m3idx__round_exact(&x, scale);
+}
+
+/* x += t exactly, for a finite fp64 t that is a multiple of 2^-261 below
+ * 2^258 in magnitude (any product of q and k, or a sum of such within one
+ * scale group). */
+M3IDX_RULE void m3idx__exact_add_double(struct m3idx__exact_sum *x, double t) {
+  if (t == 0.0)
+    return;
+  const uint64_t u = m3idx__double_to_bits(t);
+  const int32_t be = (int32_t)((u >> 52) & 2047u);
+  uint64_t m = (u & 0xfffffffffffffull) | (be ? 0x10000000000000ull : 0u);
+  const int tz = m3idx__ctz64(m); /* t = m * 2^e, m odd: e >= -261 */
+  m3idx__exact_add(x->w, m >> tz, (be ? be : 1) - 1075 + tz - M3IDX_EXACT_LSB, (int)(u >> 63));
+}
+
+/* The logit RN32(scale * (t[0] + t[1] + t[2] + t[3])) of four exact,
+ * finite fp64 terms (multiples of 2^-261 below 2^258), rounded once.
+ * Usually decided from fp64: the sum S of the terms and y = fl(scale * S)
+ * are within 4.01 u * |scale| * sum|t| of the truth (u = 2^-53: Higham's
+ * gamma_3 for S, one rounding for y); delta = 2^-50 |scale| fl(sum|t|) is
+ * at least twice that, with room for computing y - delta and y + delta,
+ * so the truth lies in [y - delta, y + delta] (every value here is a
+ * normal fp64: |scale * t| >= 2^-410).  RN32 is monotone: when both ends
+ * round to the same fp32, so does the truth.  Otherwise (a rounding
+ * boundary within 2^-49 of the value) the terms are added exactly. */
+M3IDX_RULE float m3idx__logit_of_terms(const double t[4], float scale) {
+  const double s = (double)scale;
+  const double sum = ((t[0] + t[1]) + t[2]) + t[3];
+  const double mag = ((fabs(t[0]) + fabs(t[1])) + fabs(t[2])) + fabs(t[3]);
+  const double y = s * sum;
+  const double delta = fabs(s) * mag * 0x1p-50;
+  const float lo = (float)(y - delta), hi = (float)(y + delta);
+  if (lo == hi)
+    return lo == 0.0f ? 0.0f : lo; /* a zero logit is +0 */
+  struct m3idx__exact_sum x;
+  for (int i = 0; i < M3IDX_EXACT_WORDS; i++)
+    x.w[i] = 0u;
+  x.nan = x.pos_inf = x.neg_inf = 0;
+  for (int g = 0; g < 4; g++)
+    m3idx__exact_add_double(&x, t[g]);
+  return m3idx__round_exact(&x, scale);
+}
+
+/* The exact logit of a key whose row allows fp64 sums over keys of one
+ * scale (m3idx__row_spread_allowed >= 0: no NaN or infinite element, span
+ * <= 41) but not over this key's scale spread.  Each group's 32 products
+ * share a scale, so each group's sum of q[d] * k[d] is exact in fp64 (the
+ * rule of M3IDX_FP64_EXACT_SPAN with emax = emin); the four sums are the
+ * terms of m3idx__logit_of_terms.  A NaN scale byte gives NaN. */
+M3IDX_RULE float m3idx__exact_logit_grouped(const float *q, const uint8_t *data,
+                                            const uint8_t *scales, float scale) {
+  double t[4];
+  for (int g = 0; g < 4; g++) {
+    if (scales[g] == 255u)
+      return m3idx__bits_to_float(M3IDX_NAN_BITS);
+    const double k = m3idx__e8m0_double(scales[g]) * 0.5; /* a half, at the group's scale */
+    double sum = 0.0;
+    for (int d = 32 * g; d < 32 * g + 32; d++) {
+      const uint32_t code = (uint32_t)(d & 1 ? data[d / 2] >> 4 : data[d / 2] & 15u);
+      sum += (double)q[d] * ((double)m3idx__e2m1_halves(code) * k);
+    }
+    t[g] = sum;
+  }
+  return m3idx__logit_of_terms(t, scale);
+}
+
+/* The exact logit of a key past its row's fp64 spread: by group sums where
+ * the row allows them (row_spread >= 0), else element by element. */
+M3IDX_RULE float m3idx__exact_logit_of_row(const float *q, int32_t row_spread,
+                                           const uint8_t *data, const uint8_t *scales,
+                                           float scale) {
+  return row_spread >= 0 ? m3idx__exact_logit_grouped(q, data, scales, scale)
+                         : m3idx__exact_logit(q, data, scales, scale);
 }
 
 /* A block's best key so far, as section 4 allows a backend to keep it:

@@ -19,13 +19,15 @@
 #define SG BENCH_SAMPLE_GPU
 
 /* Decode: n requests of about L tokens, q rows each, h heads. */
-#define DECODE(n, L, q, h, flags, seed) {BENCH_DECODE, n, L, q, h, 0, 0, flags, seed}
+#define DECODE(n, L, q, h, flags, seed) {BENCH_DECODE, n, L, q, h, 0, 0, flags, seed, SYNTH_RANDOM_BYTES}
+/* The same over pages of one style (SYNTH_MODEL_LIKE, SYNTH_HOSTILE_BYTES). */
+#define PAGES(style, n, L, flags, seed) {BENCH_DECODE, n, L, 1, 1, 0, 0, flags, seed, style}
 /* Prefill: one request of R rows after C tokens of context. */
-#define PREFILL(R, C, flags, seed) {BENCH_PREFILL, 1, C, 0, 1, R, 0, flags, seed}
+#define PREFILL(R, C, flags, seed) {BENCH_PREFILL, 1, C, 0, 1, R, 0, flags, seed, SYNTH_RANDOM_BYTES}
 /* Top-k alone: 64 rows of B blocks of scores. */
-#define TOPK(B, flags, seed) {BENCH_TOPK, 64, (B) * 128, 1, 1, 0, 0, flags, seed}
+#define TOPK(B, flags, seed) {BENCH_TOPK, 64, (B) * 128, 1, 1, 0, 0, flags, seed, SYNTH_SCORES}
 /* Decode 8 x 128K q1 h1 on T threads (0: the run's). */
-#define SCALING(T, flags) {BENCH_DECODE, 8, 131072, 1, 1, 0, T, CQ | SC | BENCH_SCALING | (flags), 1234}
+#define SCALING(T, flags) {BENCH_DECODE, 8, 131072, 1, 1, 0, T, CQ | SC | BENCH_SCALING | (flags), 1234, SYNTH_RANDOM_BYTES}
 
 #define K8 8192
 #define K128 131072
@@ -52,6 +54,12 @@ const struct bench_case bench_cases[] = {
     DECODE(64, K128, 4, 1, C | G | SG, 84),        DECODE(64, K128, 4, 4, C | G | SG, 84),
     DECODE(64, M1, 1, 1, C | G | SG, 85),          DECODE(64, M1, 1, 4, C | G | SG, 85),
     DECODE(64, M1, 4, 1, C | G | SG, 85),          DECODE(64, M1, 4, 4, C | G | SG, 85),
+
+    /* The cost of the pages themselves: keys encoded from normal values
+       against every byte random (most keys' scale spread past fp64, so
+       they take the exact path). */
+    PAGES(SYNTH_MODEL_LIKE, 8, K128, CQ | GQ | SC | SG, 86),
+    PAGES(SYNTH_HOSTILE_BYTES, 8, K128, CQ | GQ | SC | SG, 86),
 
     /* --quick runs the CPU's prefill with 512 rows. */
     PREFILL(512, 0, BENCH_CPU_QUICK | SC, 500),
@@ -80,6 +88,10 @@ void bench_case_name(const struct bench_case *c, int threads, char *out, size_t 
     snprintf(out, n, "scaling decode %dx%dK %d thread%s%s", (int)c->reqs,
              (int)(c->tokens / 1024), t, t == 1 ? "" : "s",
              c->flags & BENCH_NUMA_OFF ? " numa off" : "");
+  } else if (c->stage == BENCH_DECODE && c->pages != SYNTH_RANDOM_BYTES) {
+    snprintf(out, n, "pages %s %dx%dK q1 h1",
+             c->pages == SYNTH_MODEL_LIKE ? "model-like" : "hostile", (int)c->reqs,
+             (int)(c->tokens / 1024));
   } else if (c->stage == BENCH_DECODE) {
     snprintf(out, n, "decode %dx%dK q%d h%d", (int)c->reqs, (int)(c->tokens / 1024),
              (int)c->query_len, (int)c->heads);

@@ -45,7 +45,7 @@ static int runs_on(const struct runner *rn, const struct bench_case *c, int e) {
    (decode data holds 4 rows a request and 4 heads). */
 static int same_data(const struct bench_case *a, const struct bench_case *b) {
   return a->stage == b->stage && a->reqs == b->reqs && a->tokens == b->tokens &&
-         a->seed == b->seed && (a->stage == BENCH_DECODE || (a->rows == b->rows &&
+         a->seed == b->seed && a->pages == b->pages && (a->stage == BENCH_DECODE || (a->rows == b->rows &&
                                                             a->heads == b->heads &&
                                                             a->query_len == b->query_len));
 }
@@ -64,7 +64,7 @@ static const struct synth *case_data(struct runner *rn, const struct bench_case 
   case BENCH_DECODE: /* lengths not all equal, all near the case's */
     for (int32_t r = 0; r < c->reqs; r++)
       lens[r] = c->tokens - (r * 37) % 101;
-    spec.style = SYNTH_RANDOM_BYTES;
+    spec.style = c->pages;
     spec.num_heads = 4;
     spec.query_len = 4;
     break;

@@ -40,6 +40,7 @@ struct bench_case {
   int32_t threads;   /* CPU threads; 0: the run's */
   unsigned flags;
   uint64_t seed;     /* of the synthetic data */
+  enum synth_style pages; /* decode, prefill: SYNTH_RANDOM_BYTES unless the case says */
 };
 
 extern const struct bench_case bench_cases[];
