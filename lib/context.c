@@ -5,11 +5,14 @@
  */
 #include <config.h>
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "context.h"
+#include "spec-rules.h"
 
 /* The sizes of m3idx_options that released versions shipped (0.1 and 0.2:
  * this one).  Any other size is refused before a byte past opts->size is
@@ -60,6 +63,18 @@ static m3idx_status read_options(const m3idx_options *user, m3idx_options *o) {
                        "opts limits must be >= 1: max_reqs %d, max_model_len %d, max_rows %d, max_heads %d",
                        (int)o->max_reqs, (int)o->max_model_len,
                        (int)o->max_rows, (int)o->max_heads);
+  /* Backends size scratch as max_rows x max_heads rows of the widest of
+     128 elements and the block width, in 4-byte values: limits whose
+     product could not be addressed are refused before any backend
+     multiplies them. */
+  int64_t rows_heads = (int64_t)o->max_rows * o->max_heads;
+  int64_t row_values = m3idx__blocks_of(o->max_model_len);
+  row_values = row_values > M3IDX_HEAD_DIM ? row_values : M3IDX_HEAD_DIM;
+  if (rows_heads > PTRDIFF_MAX / 4 / row_values)
+    return m3idx__fail(NULL, M3IDX_ERR_LIMIT,
+                       "opts limits max_rows %d x max_heads %d x max_model_len %d need more "
+                       "scratch than can be addressed",
+                       (int)o->max_rows, (int)o->max_heads, (int)o->max_model_len);
   if (o->flags & ~KNOWN_FLAGS)
     return m3idx__fail(NULL, M3IDX_ERR_INVALID_ARGUMENT,
                        "opts->flags has unknown bits 0x%x",

@@ -171,7 +171,13 @@ START_TEST(context_limits) {
   m3idx_status st = m3idx_context_create(&o, &c);
   ck_assert_msg(st == M3IDX_ERR_LIMIT || st == M3IDX_ERR_NO_MEMORY, "status %d", (int)st);
   ck_assert_ptr_null(c);
+  /* Limits whose scratch size (rows x heads x width floats) would wrap
+     around 64 bits are refused as limits, naming them. */
   o.max_reqs = 1;
+  o.max_rows = o.max_heads = 1 << 19;
+  ck_assert_int_eq(m3idx_context_create(&o, &c), M3IDX_ERR_LIMIT);
+  ck_assert_msg(strstr(m3idx_last_error(NULL), "max_heads"), "%s", m3idx_last_error(NULL));
+  o.max_rows = o.max_heads = 1;
   o.threads = INT32_MAX;
   ck_assert_int_eq(m3idx_context_create(&o, &c), M3IDX_ERR_INVALID_SIZE);
   ck_assert_msg(strstr(m3idx_last_error(NULL), "threads"), "%s", m3idx_last_error(NULL));
