@@ -80,18 +80,24 @@ m3idx_status m3idx_page_encode_bf16(uint8_t *page, int32_t slot,
   return M3IDX_OK;
 }
 
+/* Element d of a slot: its e2m1 code (low nibble first) and scale byte. */
+static uint32_t code_of(const uint8_t *page, int32_t slot, int d) {
+  uint8_t b = page[64 * slot + d / 2];
+  return (d & 1) ? (uint32_t)(b >> 4) : (uint32_t)(b & 15u);
+}
+
+static uint8_t scale_of(const uint8_t *page, int32_t slot, int d) {
+  return page[M3IDX_PAGE_DATA_BYTES + 4 * slot + d / 32];
+}
+
 m3idx_status m3idx_page_decode(const uint8_t *page, int32_t slot, float *key) {
   m3idx_status st = check_slot(page, slot, key);
   if (st != M3IDX_OK)
     return st;
-  const uint8_t *data = page + 64 * slot;
-  const uint8_t *scales = page + M3IDX_PAGE_DATA_BYTES + 4 * slot;
   m3idx_fpenv env = m3idx__fpenv_enter();
-  for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
-    uint8_t b = data[d / 2];
-    uint8_t code = (d & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 15u);
-    key[d] = m3idx__e2m1_value(code) * m3idx__e8m0_value(scales[d / 32]);
-  }
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++)
+    key[d] = m3idx__e2m1_value(code_of(page, slot, d)) *
+             m3idx__e8m0_value(scale_of(page, slot, d));
   m3idx__fpenv_leave(env);
   return M3IDX_OK;
 }
@@ -100,15 +106,12 @@ m3idx_status m3idx_page_decode_f64(const uint8_t *page, int32_t slot, double *ke
   m3idx_status st = check_slot(page, slot, key);
   if (st != M3IDX_OK)
     return st;
-  const uint8_t *data = page + 64 * slot;
-  const uint8_t *scales = page + M3IDX_PAGE_DATA_BYTES + 4 * slot;
   /* e2m1 has two significant bits and 2^(e-127) is a normal double: the
      product is exact, whatever the caller's rounding mode. */
   for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
-    uint8_t b = data[d / 2];
-    uint8_t code = (d & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 15u);
-    uint8_t e = scales[d / 32];
-    key[d] = e == 255u ? (double)NAN : (double)m3idx__e2m1_value(code) * m3idx__e8m0_double(e);
+    uint8_t e = scale_of(page, slot, d);
+    key[d] = e == 255u ? (double)NAN
+                       : (double)m3idx__e2m1_value(code_of(page, slot, d)) * m3idx__e8m0_double(e);
   }
   return M3IDX_OK;
 }

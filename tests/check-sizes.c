@@ -310,23 +310,25 @@ END_TEST
 START_TEST(prefill_lengths) {
   /* cu_seqlens_q and context_lens at the ends of int32: their differences
      are taken in 64 bits. */
-  m3idx_batch b = prefill_batch();
-  m3idx_kcache kc = kcache();
-  int32_t keep_cu = cu[1], keep_ctx = context_lens[0];
-  cu[1] = INT32_MAX;
-  refused(call_score_prefill(&b, &kc, 0, 1, 0), M3IDX_ERR_INCONSISTENT, M3IDX_ERR_INCONSISTENT,
-          ctx, "cu_seqlens_q");
-  cu[1] = INT32_MIN;
-  refused(call_score_prefill(&b, &kc, 0, 1, 0), M3IDX_ERR_INCONSISTENT, M3IDX_ERR_INCONSISTENT,
-          ctx, "cu_seqlens_q");
-  cu[1] = keep_cu;
-  context_lens[0] = INT32_MIN;
-  refused(call_score_prefill(&b, &kc, 0, 1, 0), M3IDX_ERR_INVALID_SIZE, M3IDX_ERR_INVALID_SIZE,
-          ctx, "context_lens");
-  context_lens[0] = INT32_MAX;
-  refused(call_score_prefill(&b, &kc, 0, 1, 0), M3IDX_ERR_INCONSISTENT, M3IDX_ERR_INCONSISTENT,
-          ctx, "context_lens");
-  context_lens[0] = keep_ctx;
+  struct {
+    int32_t *at, value;
+    m3idx_status want;
+    const char *name;
+  } cases[] = {
+      {&cu[1], INT32_MAX, M3IDX_ERR_INCONSISTENT, "cu_seqlens_q"},
+      {&cu[1], INT32_MIN, M3IDX_ERR_INCONSISTENT, "cu_seqlens_q"},
+      {&context_lens[0], INT32_MIN, M3IDX_ERR_INVALID_SIZE, "context_lens"},
+      {&context_lens[0], INT32_MAX, M3IDX_ERR_INCONSISTENT, "context_lens"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    m3idx_batch b = prefill_batch();
+    m3idx_kcache kc = kcache();
+    int32_t keep = *cases[i].at;
+    *cases[i].at = cases[i].value;
+    refused(call_score_prefill(&b, &kc, 0, 1, 0), cases[i].want, cases[i].want, ctx,
+            cases[i].name);
+    *cases[i].at = keep;
+  }
 }
 END_TEST
 
