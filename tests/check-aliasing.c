@@ -36,7 +36,7 @@ enum { GAP = 1024,
        OFF_MAP = OFF_CTX + REQS * 4 + GAP,
        OFF_SCORES_IN = OFF_MAP + CAP * 8 + GAP,
        OFF_FREE = OFF_SCORES_IN + HEADS * ROWS * WIDTH * 4 + GAP,
-       ARENA = OFF_FREE + 65536 };
+       ARENA = (OFF_FREE + 65536 + 63) / 64 * 64 }; /* aligned_alloc wants a multiple of 64 */
 
 static void setup(void) {
   A.bytes = ARENA;
