@@ -116,6 +116,9 @@ static m3idx_status cpu_run(void *state, const struct m3idx_call *c,
   case M3IDX_STAGE_TOPK:
     m3idx__cpu_pin_topk(s, c, NULL, c->score_stride, 0, c->scores_in, c->topk);
     return M3IDX_OK;
+  case M3IDX_STAGE_BOUND:
+    m3idx__cpu_block_bounds(s, c, c->bound_terms);
+    return M3IDX_OK;
   case M3IDX_STAGE_FUSED: {
     float *scores = c->scores ? c->scores : s->scores;
     score(s, c, scores, c->score_stride);

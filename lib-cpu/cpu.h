@@ -132,6 +132,9 @@ void m3idx__cpu_score_decode(struct m3idx_cpu_state *s,
 void m3idx__cpu_score_prefill(struct m3idx_cpu_state *s,
                               const struct m3idx_call *c, float *scores,
                               int64_t stride);
+/* Verification's bound terms, [H, rows, width, 2] (bound.c). */
+void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c,
+                             double *out);
 /* Pin (and, with topk != NULL, select) every (head, row): one pass. */
 void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
                          float *scores, int64_t stride, int pin,

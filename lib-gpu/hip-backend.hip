@@ -429,6 +429,11 @@ static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct 
 
 static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3idx_errbuf *err) {
   hip_state *s = (hip_state *)state;
+  if (c->stage == M3IDX_STAGE_BOUND) { /* verification's bounds: the CPU backend's for now */
+    snprintf(err->msg, sizeof err->msg,
+             "m3idx_verify_topk runs on a CPU context for now; the HIP backend does not verify yet");
+    return M3IDX_ERR_UNSUPPORTED;
+  }
   device_guard guard(s->cfg.device);
   GUARD_OR_FAIL(guard);
   if (s->host_pointers)

@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 /* Raised whenever struct m3idx_call or struct m3idx_backend_ops change. */
-#define M3IDX_BACKEND_ABI 1
+#define M3IDX_BACKEND_ABI 2
 
 /* What a stage is asked to do. */
 enum m3idx_stage {
@@ -29,7 +29,8 @@ enum m3idx_stage {
   M3IDX_STAGE_SCORE = 2,   /* decode or prefill, by batch mode */
   M3IDX_STAGE_PIN = 3,
   M3IDX_STAGE_TOPK = 4,
-  M3IDX_STAGE_FUSED = 5    /* score, pin, top-k */
+  M3IDX_STAGE_FUSED = 5,   /* score, pin, top-k */
+  M3IDX_STAGE_BOUND = 6    /* each block's largest sum |q k| and sum |k| (verify) */
 };
 
 /* A checked call.  Every pointer is what the caller gave: host memory on
@@ -67,6 +68,7 @@ struct m3idx_call {
   const float *scores_in;      /* M3IDX_STAGE_TOPK */
   int64_t score_stride;        /* >= width */
   int32_t *topk;
+  double *bound_terms;         /* M3IDX_STAGE_BOUND: [H, rows, width, 2] */
 };
 
 /* The detail of a failure, written by a backend. */

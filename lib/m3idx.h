@@ -252,6 +252,86 @@ M3IDX_API m3idx_status m3idx_work_map_build(m3idx_context *ctx,
                                             int32_t *work_map,
                                             int32_t work_map_capacity);
 
+/* ---- Verifying another indexer's top-k (SPEC section 13) ---------------- */
+/* The order a candidate's ids come in. */
+typedef enum m3idx_verify_order {
+  M3IDX_ORDER_DESC = 0,  /* by score descending, as m3idx writes them */
+  M3IDX_ORDER_ANY = 1    /* any order (ascending ids, say) */
+} m3idx_verify_order;
+
+/* How the candidate may have rounded the query before its products. */
+typedef enum m3idx_query_rounding {
+  M3IDX_QUERY_ROUNDING_NONE = 0,
+  M3IDX_QUERY_ROUNDING_BF16 = 1,  /* to bf16, after any per-row scale */
+  M3IDX_QUERY_ROUNDING_E4M3 = 2   /* to e4m3, after any per-row scale */
+} m3idx_query_rounding;
+
+typedef struct m3idx_verify_options {
+  size_t size;                  /* sizeof(m3idx_verify_options): set by _init */
+  m3idx_verify_order order;
+  m3idx_query_rounding query_rounding;
+  double tolerance_rel;         /* extra bound: this fraction of |score| */
+  double tolerance_ulps;        /* extra bound: this many fp32 ulps of the score */
+} m3idx_verify_options;
+
+/* Defaults: ORDER_DESC, no query rounding, no tolerance; sets opts->size. */
+M3IDX_API void m3idx_verify_options_init(m3idx_verify_options *opts);
+
+typedef enum m3idx_verdict {
+  M3IDX_VERDICT_EXACT = 0,       /* m3idx's output, slot for slot */
+  M3IDX_VERDICT_EQUIVALENT = 1,  /* a top-k of scores within the bounds */
+  M3IDX_VERDICT_WRONG = 2
+} m3idx_verdict;
+
+typedef enum m3idx_verify_reason {
+  M3IDX_REASON_NONE = 0,
+  M3IDX_REASON_ID_RANGE = 1,      /* an id outside [0, n) (not causal) where one belongs */
+  M3IDX_REASON_DUPLICATE = 2,     /* an id twice */
+  M3IDX_REASON_COUNT = 3,         /* -1 before min(16, n) ids */
+  M3IDX_REASON_PADDING = 4,       /* past min(16, n) ids, a slot not -1 */
+  M3IDX_REASON_FORCED = 5,        /* a forced block missing */
+  M3IDX_REASON_SET = 6,           /* a block left out beats one taken, beyond the bounds */
+  M3IDX_REASON_ORDER = 7,         /* adjacent ids out of order beyond the bounds */
+  M3IDX_REASON_SCORE = 8          /* a candidate score outside X +- E */
+} m3idx_verify_reason;
+
+/* One (head, row)'s verdict.  For SET and ORDER, block_a is the block that
+ * was taken (or came first) and block_b the one that beats it; gap is
+ * (X(b) - X(a)) / (E(a) + E(b)), above 1.  For SCORE, block_a is the block
+ * and gap its deviation |s - X| / E.  For the structural reasons, slot is
+ * the first slot at fault and block_a its id (or the missing block). */
+typedef struct m3idx_verify_row {
+  int32_t verdict;   /* m3idx_verdict */
+  int32_t reason;    /* m3idx_verify_reason */
+  int32_t slot;
+  int32_t block_a, block_b;
+  float gap;
+} m3idx_verify_row;
+
+typedef struct m3idx_verify_summary {
+  int64_t rows;                 /* (head, row) pairs */
+  int64_t exact, equivalent, wrong;
+  double max_score_deviation;   /* candidate scores: largest |s - X| / E (0 without) */
+} m3idx_verify_summary;
+
+/* Decide, per (head, row) of the batch (decode or prefill, by its mode),
+ * whether candidate [H, rows, 16] is exact, equivalent or wrong, from the
+ * exact scores and the bound of SPEC section 13.  candidate_scores
+ * [H, rows, stride] (may be NULL) are the candidate's clamped, unpinned
+ * block scores; stride 0 means the width.  rows (may be NULL) receives
+ * [H, rows] verdicts, summary (may be NULL) the counts.  Host pointers
+ * only (the CPU backend, or M3IDX_FLAG_HOST_POINTERS). */
+M3IDX_API m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
+                                         const m3idx_query *query,
+                                         const m3idx_kcache *kcache,
+                                         int32_t init_blocks, int32_t local_blocks,
+                                         const int32_t *candidate,
+                                         const float *candidate_scores,
+                                         int64_t score_stride,
+                                         const m3idx_verify_options *opts,
+                                         m3idx_verify_row *rows,
+                                         m3idx_verify_summary *summary);
+
 /* ---- Format helpers (SPEC sections 2 and 3) ---------------------------- */
 M3IDX_API float m3idx_bf16_to_float(uint16_t x);
 M3IDX_API uint16_t m3idx_float_to_bf16(float x);   /* nearest, ties to even */

@@ -1,0 +1,501 @@
+/*
+ * check-verify.c - m3idx_verify_topk (SPEC section 13).  No false alarm:
+ * candidates computed here in fp32 in many summation orders, in fp64, in
+ * the blocked order of a tensor core and from e4m3-rounded queries (with
+ * that option) are never wrong, and those that differ from m3idx are
+ * equivalent.  No missed bug: mutants of an exact candidate (a duplicate,
+ * 15 ids, a non-causal id, a forced block missing, the order reversed, a
+ * dropped element group, another head's scores, a score outside its bound)
+ * are wrong, with their reason, on every row they change.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "suite-main.h"
+
+/* How a candidate sums a key's 128 fp32 products. */
+enum order { NATURAL, REVERSED, PAIRWISE, SHUFFLED, BLOCKED, FP64, DROP_GROUP, ORDERS };
+
+static float sum_products(const float *t, enum order o, uint64_t *rs) {
+  float s = 0.0f;
+  switch (o) {
+  case NATURAL:
+    for (int d = 0; d < 128; d++)
+      s += t[d];
+    return s;
+  case REVERSED:
+    for (int d = 127; d >= 0; d--)
+      s += t[d];
+    return s;
+  case PAIRWISE: {
+    float w[128];
+    memcpy(w, t, sizeof w);
+    for (int n = 128; n > 1; n /= 2)
+      for (int i = 0; i < n / 2; i++)
+        w[i] = w[2 * i] + w[2 * i + 1];
+    return w[0];
+  }
+  case SHUFFLED: {
+    int idx[128];
+    for (int d = 0; d < 128; d++)
+      idx[d] = d;
+    for (int d = 127; d > 0; d--) {
+      int j = (int)(case_rand(rs) % (uint64_t)(d + 1)), x = idx[d];
+      idx[d] = idx[j];
+      idx[j] = x;
+    }
+    for (int d = 0; d < 128; d++)
+      s += t[idx[d]];
+    return s;
+  }
+  case BLOCKED: { /* chunks of 16 (an MMA's k), each summed, then accumulated */
+    for (int c = 0; c < 8; c++) {
+      float p = 0.0f;
+      for (int d = 16 * c; d < 16 * c + 16; d++)
+        p += t[d];
+      s += p;
+    }
+    return s;
+  }
+  case FP64: {
+    double a = 0.0;
+    for (int d = 0; d < 128; d++)
+      a += t[d];
+    return (float)a;
+  }
+  case DROP_GROUP: /* a bug: the last element group left out */
+    for (int d = 0; d < 96; d++)
+      s += t[d];
+    return s;
+  default:
+    return NAN;
+  }
+}
+
+/* e4m3 of x, round to nearest even, saturating at 448 (written out here). */
+static float to_e4m3(float x) {
+  float a = fabsf(x);
+  if (a >= 448.0f)
+    return copysignf(448.0f, x);
+  int e;
+  frexpf(a, &e);                         /* a in [2^(e-1), 2^e) */
+  int step = e - 1 < -6 ? -9 : e - 4;    /* 3 mantissa bits; subnormals 2^-9 apart */
+  return copysignf(ldexpf(rintf(ldexpf(a, -step)), step), x);
+}
+
+/* A candidate's clamped, unpinned scores [H, rows, width]: fp32 products of
+ * the (perhaps e4m3-rounded) query and the keys, summed in order o, times
+ * the scale in fp32; the largest over each block's causal keys. */
+static void candidate_scores(const struct test_case *tc, enum order o, int e4m3_query,
+                             int head_shift, float *out, int64_t width) {
+  const struct oracle_call *c = &tc->oc;
+  uint64_t rs = tc->seed * 31 + (uint64_t)o;
+  for (int h = 0; h < c->num_heads; h++)
+    for (int row = 0; row < c->num_rows; row++) {
+      const int qh = (h + head_shift) % c->num_heads;
+      float q[128], sigma = 1.0f, amax = 0.0f;
+      for (int d = 0; d < 128; d++) {
+        size_t i = ((size_t)row * c->num_heads + qh) * 128 + d;
+        q[d] = c->dtype == 1 ? oracle_bf16(((const uint16_t *)c->query)[i])
+                             : oracle_e4m3(((const uint8_t *)c->query)[i]);
+        amax = fabsf(q[d]) > amax ? fabsf(q[d]) : amax;
+      }
+      if (e4m3_query && amax > 0.0f) {
+        sigma = amax / 448.0f;
+        for (int d = 0; d < 128; d++)
+          q[d] = to_e4m3(q[d] / sigma);
+      }
+      int r = 0;
+      if (c->mode == 1)
+        r = row / c->query_len;
+      else
+        while (c->cu_seqlens_q[r + 1] <= row)
+          r++;
+      const int pos = oracle_row_pos(c, row);
+      float *dst = out + ((int64_t)h * c->num_rows + row) * width;
+      for (int b = 0; b * 128 <= pos; b++) {
+        float best = NAN;
+        const int page = c->block_table[(size_t)r * c->bt_stride + b];
+        const uint8_t *pg = c->pages + (size_t)page * 8704;
+        for (int p = b * 128; p <= pos && p < b * 128 + 128; p++) {
+          float t[128];
+          const int slot = p % 128;
+          for (int d = 0; d < 128; d++) {
+            const uint8_t byte = pg[64 * slot + d / 2];
+            const float k = oracle_e2m1(d % 2 ? byte >> 4 : byte & 15u) *
+                            oracle_e8m0(pg[8192 + 4 * slot + d / 32]);
+            t[d] = q[d] * k;
+          }
+          float l = sum_products(t, o, &rs) * sigma * c->scale;
+          if (l == l && !(l <= best))
+            best = l;
+        }
+        const float cap = nextafterf(1e29f, 0.0f);
+        dst[b] = best > cap ? cap : best;
+      }
+    }
+}
+
+struct run {
+  struct test_case *tc;
+  m3idx_context *ctx;
+  int64_t width;
+  float *scores;  /* the candidate's, unpinned */
+  float *pinned;
+  int32_t *ids;
+  m3idx_verify_row *rows;
+  m3idx_verify_summary sum;
+};
+
+static void run_open(struct run *x, struct test_case *tc) {
+  memset(x, 0, sizeof *x);
+  x->tc = tc;
+  m3idx_options o;
+  case_options(tc, &o);
+  o.backend = M3IDX_BACKEND_CPU;
+  ck_assert_int_eq(m3idx_context_create(&o, &x->ctx), M3IDX_OK);
+  x->width = oracle_width(&tc->oc);
+  size_t n = (size_t)tc->batch.num_heads * (size_t)tc->batch.num_rows;
+  x->scores = calloc(n * (size_t)x->width, sizeof(float));
+  x->pinned = calloc(n * (size_t)x->width, sizeof(float));
+  x->ids = calloc(n * 16, sizeof(int32_t));
+  x->rows = calloc(n, sizeof *x->rows);
+}
+
+static void run_close(struct run *x) {
+  m3idx_context_destroy(x->ctx);
+  free(x->scores);
+  free(x->pinned);
+  free(x->ids);
+  free(x->rows);
+  case_free(x->tc);
+}
+
+/* The candidate's ids from its scores: pinned, then the oracle's top-k. */
+static void ids_of_scores(struct run *x) {
+  size_t n = (size_t)x->tc->batch.num_heads * (size_t)x->tc->batch.num_rows * (size_t)x->width;
+  memcpy(x->pinned, x->scores, n * sizeof(float));
+  oracle_pin(&x->tc->oc, x->pinned, x->width);
+  oracle_topk(&x->tc->oc, x->pinned, x->width, x->ids);
+}
+
+static m3idx_status verify(struct run *x, int with_scores, const m3idx_verify_options *o) {
+  const struct test_case *tc = x->tc;
+  return m3idx_verify_topk(x->ctx, &tc->batch, &tc->query, &tc->kcache, tc->init_blocks,
+                           tc->local_blocks, x->ids, with_scores ? x->scores : NULL, x->width,
+                           o, x->rows, &x->sum);
+}
+
+static struct test_case *make_case(int i, int flavor, m3idx_dtype dtype) {
+  static const int32_t lens[] = {2500, 129, 700, 4000};
+  static const int32_t ctx[] = {0, 1500, 300}, q[] = {40, 30, 9};
+  struct test_case *tc = i % 2 ? case_prefill(8100u + (uint64_t)i, flavor, 2, dtype, 3, ctx, q)
+                               : case_decode(8100u + (uint64_t)i, flavor, 2, 2, dtype, 4, lens);
+  case_set_forced(tc, i % 3 == 0 ? 1 : 0, i % 4 == 3 ? 0 : 1);
+  return tc;
+}
+
+/* Every block of each request read from one page: equal exact scores,
+ * which a candidate's own roundings order as they fall. */
+static void one_page_a_request(struct test_case *tc) {
+  for (int r = 0; r < tc->batch.num_reqs; r++) {
+    int32_t *row = tc->block_table + (int64_t)r * tc->kcache.bt_stride;
+    for (int b = 1; b * 128 < tc->seq_lens[r]; b++)
+      row[b] = row[0];
+  }
+}
+
+/* Every honest candidate: never wrong; not all exact across the orders. */
+START_TEST(no_false_alarm) {
+  int64_t exact = 0, equivalent = 0;
+  for (int i = 0; i < 8; i++) {
+    struct run x;
+    run_open(&x, make_case(i, i % 3 == 2 ? FLAVOR_TIES : FLAVOR_PLAIN,
+                           i % 2 ? M3IDX_DTYPE_E4M3 : M3IDX_DTYPE_BF16));
+    if (i >= 6)
+      one_page_a_request(x.tc);
+    for (int o = NATURAL; o <= FP64; o++) {
+      candidate_scores(x.tc, (enum order)o, 0, 0, x.scores, x.width);
+      ids_of_scores(&x);
+      ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+      for (int64_t r = 0; r < x.sum.rows; r++)
+        ck_assert_msg(x.rows[r].verdict != M3IDX_VERDICT_WRONG,
+                      "case %d order %d row %lld: reason %d blocks %d %d gap %g", i, o,
+                      (long long)r, x.rows[r].reason, x.rows[r].block_a, x.rows[r].block_b,
+                      (double)x.rows[r].gap);
+      ck_assert_int_eq(x.sum.exact + x.sum.equivalent, x.sum.rows);
+      ck_assert(x.sum.max_score_deviation <= 1.0);
+      printf("case %d order %d: %lld exact, %lld equivalent, largest deviation %.3g of the bound\n",
+             i, o, (long long)x.sum.exact, (long long)x.sum.equivalent, x.sum.max_score_deviation);
+      exact += x.sum.exact;
+      equivalent += x.sum.equivalent;
+    }
+    run_close(&x);
+  }
+  ck_assert_int_gt(exact, 0);
+  ck_assert_msg(equivalent > 0, "no candidate differed from m3idx: the test cannot tell");
+}
+END_TEST
+
+/* A query rounded to e4m3 first (per-row scale amax / 448) is explained
+ * with that option, and flagged without it on rows it changes. */
+START_TEST(e4m3_rounded_query) {
+  m3idx_verify_options o;
+  m3idx_verify_options_init(&o);
+  o.query_rounding = M3IDX_QUERY_ROUNDING_E4M3;
+  int64_t wrong_without = 0;
+  for (int i = 0; i < 4; i++) {
+    struct run x;
+    run_open(&x, make_case(i, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
+    candidate_scores(x.tc, NATURAL, 1, 0, x.scores, x.width);
+    ids_of_scores(&x);
+    ck_assert_int_eq(verify(&x, 1, &o), M3IDX_OK);
+    ck_assert_msg(x.sum.wrong == 0, "case %d: %lld wrong with the e4m3 model", i,
+                  (long long)x.sum.wrong);
+    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    wrong_without += x.sum.wrong;
+    run_close(&x);
+  }
+  ck_assert_int_gt(wrong_without, 0); /* the model is what explains them */
+}
+END_TEST
+
+/* The exact candidate (m3idx's own ids and scores). */
+static void exact_candidate(struct run *x) {
+  const struct test_case *tc = x->tc;
+  if (tc->batch.mode == M3IDX_MODE_DECODE)
+    ck_assert_int_eq(m3idx_score_decode(x->ctx, &tc->batch, &tc->query, &tc->kcache, NULL, 0,
+                                        x->scores, x->width), M3IDX_OK);
+  else
+    ck_assert_int_eq(m3idx_score_prefill(x->ctx, &tc->batch, &tc->query, &tc->kcache,
+                                         x->scores, x->width), M3IDX_OK);
+  ids_of_scores(x);
+}
+
+static int row_blocks(const struct run *x, int64_t hr) {
+  return oracle_row_blocks(&x->tc->oc, (int)(hr % x->tc->batch.num_rows));
+}
+
+/* Apply a mutation to every row it can change; each must be wrong with
+ * the reason, and the other rows exact. */
+typedef int (*mutation)(struct run *x, int64_t hr, int32_t *ids, float *scores);
+
+static int m_duplicate(struct run *x, int64_t hr, int32_t *ids, float *s) {
+  if (row_blocks(x, hr) < 2)
+    return 0;
+  ids[1] = ids[0];
+  return 1;
+}
+static int m_fifteen(struct run *x, int64_t hr, int32_t *ids, float *s) {
+  if (row_blocks(x, hr) < 16)
+    return 0;
+  ids[15] = -1;
+  return 1;
+}
+static int m_not_causal(struct run *x, int64_t hr, int32_t *ids, float *s) {
+  ids[0] = row_blocks(x, hr); /* the first block past the row's position */
+  return 1;
+}
+static int m_padding(struct run *x, int64_t hr, int32_t *ids, float *s) {
+  int n = row_blocks(x, hr);
+  if (n >= 16)
+    return 0;
+  ids[15] = 0;
+  return 1;
+}
+static int m_forced(struct run *x, int64_t hr, int32_t *ids, float *s) {
+  /* The local block (n - 1, pinned first unless an init block is) gone:
+     its slot takes a block not in the set. */
+  int n = row_blocks(x, hr);
+  if (n <= 16 || x->tc->local_blocks == 0)
+    return 0;
+  for (int j = 0; j < 16; j++)
+    if (ids[j] == n - 1) {
+      for (int b = 0; b < n; b++) {
+        int in = 0;
+        for (int i = 0; i < 16; i++)
+          in |= ids[i] == b;
+        if (!in) {
+          ids[j] = b;
+          return 1;
+        }
+      }
+    }
+  return 0;
+}
+static int m_reversed(struct run *x, int64_t hr, int32_t *ids, float *s) {
+  int n = row_blocks(x, hr), count = n < 16 ? n : 16;
+  int forced = x->tc->init_blocks + x->tc->local_blocks; /* they lead */
+  if (count - forced < 2)
+    return 0;
+  /* Reversed after the forced blocks, where the first and last of them
+     are far apart (a real order bug, not a near tie). */
+  const float *pin = x->pinned + hr * x->width;
+  if (!(pin[ids[count - 1]] < pin[ids[forced]] * 0.99f - 1e-3f))
+    return 0;
+  for (int i = forced, j = count - 1; i < j; i++, j--) {
+    int32_t t = ids[i];
+    ids[i] = ids[j];
+    ids[j] = t;
+  }
+  return 1;
+}
+
+static void check_mutation(mutation m, int want_reason, const char *name) {
+  for (int i = 0; i < 4; i++) {
+    struct run x;
+    run_open(&x, make_case(i, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
+    exact_candidate(&x);
+    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    ck_assert_int_eq(x.sum.exact, x.sum.rows);
+    int64_t rows = x.sum.rows, changed = 0;
+    char *mutated = calloc((size_t)rows, 1);
+    for (int64_t hr = 0; hr < rows; hr++) {
+      mutated[hr] = (char)m(&x, hr, x.ids + hr * 16, x.scores + hr * x.width);
+      changed += mutated[hr];
+    }
+    ck_assert_int_eq(verify(&x, 0, NULL), M3IDX_OK);
+    for (int64_t hr = 0; hr < rows; hr++) {
+      if (!mutated[hr]) {
+        ck_assert_msg(x.rows[hr].verdict != M3IDX_VERDICT_WRONG, "%s, case %d row %lld (not mutated): reason %d slot %d block %d", name, i, (long long)hr, x.rows[hr].reason, x.rows[hr].slot, x.rows[hr].block_a);
+        continue;
+      }
+      ck_assert_msg(x.rows[hr].verdict == M3IDX_VERDICT_WRONG && x.rows[hr].reason == want_reason,
+                    "%s, case %d row %lld: verdict %d reason %d", name, i, (long long)hr,
+                    x.rows[hr].verdict, x.rows[hr].reason);
+    }
+    ck_assert_int_eq(x.sum.wrong, changed);
+    free(mutated);
+    run_close(&x);
+  }
+}
+
+START_TEST(structural_mutants) {
+  check_mutation(m_duplicate, M3IDX_REASON_DUPLICATE, "duplicate");
+  check_mutation(m_fifteen, M3IDX_REASON_COUNT, "15 ids");
+  check_mutation(m_not_causal, M3IDX_REASON_ID_RANGE, "a block past n");
+  check_mutation(m_padding, M3IDX_REASON_PADDING, "an id past the count");
+  check_mutation(m_forced, M3IDX_REASON_FORCED, "a forced block missing");
+  check_mutation(m_reversed, M3IDX_REASON_ORDER, "the order reversed");
+}
+END_TEST
+
+/* Buggy scores: a dropped element group, another head's scores.  Each row
+ * whose ids change is wrong (SET or ORDER); with the scores given, every
+ * row whose scores leave their bounds is wrong. */
+static void check_buggy_scores(enum order o, int head_shift, const char *name) {
+  int64_t flagged = 0;
+  for (int i = 0; i < 4; i++) {
+    struct run x;
+    run_open(&x, make_case(i, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
+    exact_candidate(&x);
+    int64_t rows = (int64_t)x.tc->batch.num_heads * x.tc->batch.num_rows;
+    int32_t *exact_ids = malloc(sizeof(int32_t) * 16 * (size_t)rows);
+    memcpy(exact_ids, x.ids, sizeof(int32_t) * 16 * (size_t)rows);
+    candidate_scores(x.tc, o, 0, head_shift, x.scores, x.width);
+    ids_of_scores(&x);
+    ck_assert_int_eq(verify(&x, 0, NULL), M3IDX_OK);
+    for (int64_t hr = 0; hr < rows; hr++) {
+      if (memcmp(exact_ids + 16 * hr, x.ids + 16 * hr, 64) == 0)
+        continue;
+      /* A changed row: wrong unless the change is a near tie the bound
+         allows, which these bugs (a quarter of the products, or another
+         row's scores) make rare; count, and require most. */
+      flagged += x.rows[hr].verdict == M3IDX_VERDICT_WRONG;
+    }
+    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    ck_assert_msg(x.sum.wrong > 0 && x.sum.max_score_deviation > 1.0, "%s case %d", name, i);
+    for (int64_t hr = 0; hr < rows; hr++)
+      if (x.rows[hr].verdict == M3IDX_VERDICT_WRONG)
+        ck_assert(x.rows[hr].reason == M3IDX_REASON_SET || x.rows[hr].reason == M3IDX_REASON_ORDER ||
+                  x.rows[hr].reason == M3IDX_REASON_SCORE);
+    free(exact_ids);
+    run_close(&x);
+  }
+  ck_assert_msg(flagged > 0, "%s: no changed row was flagged", name);
+}
+
+START_TEST(buggy_scores) {
+  check_buggy_scores(DROP_GROUP, 0, "a dropped element group");
+  check_buggy_scores(NATURAL, 1, "another head's scores");
+}
+END_TEST
+
+/* A score moved just past its bound is flagged, just inside is not: the
+ * bound is what decides. */
+START_TEST(score_at_the_bound) {
+  struct run x;
+  run_open(&x, make_case(0, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
+  exact_candidate(&x);
+  /* Find the bound of block 1 of row 0 by bisection on its score. */
+  const float s0 = x.scores[1];
+  float lo = 0.0f, hi = fabsf(s0) + 1.0f;
+  for (int it = 0; it < 60; it++) {
+    float mid = 0.5f * (lo + hi);
+    x.scores[1] = s0 + mid;
+    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    if (x.rows[0].verdict == M3IDX_VERDICT_WRONG)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  ck_assert(lo > 0.0f && hi < 1e-2f * (fabsf(s0) + 1.0f)); /* a real, narrow bound */
+  x.scores[1] = s0 + hi * 1.01f;
+  ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+  ck_assert_int_eq(x.rows[0].reason, M3IDX_REASON_SCORE);
+  ck_assert_int_eq(x.rows[0].block_a, 1);
+  ck_assert(x.rows[0].gap > 1.0f && x.rows[0].gap < 1.1f);
+  x.scores[1] = s0 + lo * 0.99f;
+  ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+  ck_assert_int_ne(x.rows[0].verdict, M3IDX_VERDICT_WRONG);
+  run_close(&x);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  struct run x;
+  run_open(&x, make_case(0, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
+  exact_candidate(&x);
+  const struct test_case *tc = x.tc;
+  m3idx_verify_summary keep;
+  memset(&keep, 0x5c, sizeof keep);
+  x.sum = keep;
+  ck_assert_int_eq(m3idx_verify_topk(x.ctx, &tc->batch, &tc->query, &tc->kcache, 1, 1, NULL,
+                                     NULL, 0, NULL, x.rows, &x.sum), M3IDX_ERR_NULL_POINTER);
+  ck_assert(strstr(m3idx_last_error(x.ctx), "candidate"));
+  m3idx_verify_options o;
+  m3idx_verify_options_init(&o);
+  o.order = 7;
+  ck_assert_int_eq(verify(&x, 0, &o), M3IDX_ERR_INVALID_ARGUMENT);
+  ck_assert(strstr(m3idx_last_error(x.ctx), "order"));
+  m3idx_verify_options_init(&o);
+  o.tolerance_ulps = -1.0;
+  ck_assert_int_eq(verify(&x, 0, &o), M3IDX_ERR_INVALID_ARGUMENT);
+  ck_assert(strstr(m3idx_last_error(x.ctx), "tolerance_ulps"));
+  m3idx_verify_options_init(&o);
+  o.size = 3;
+  ck_assert_int_eq(verify(&x, 0, &o), M3IDX_ERR_OPTIONS);
+  ck_assert_int_eq(memcmp(&x.sum, &keep, sizeof keep), 0);
+  run_close(&x);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("verify");
+  TCase *tc = tcase_create("verify");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, no_false_alarm);
+  tcase_add_test(tc, e4m3_rounded_query);
+  tcase_add_test(tc, structural_mutants);
+  tcase_add_test(tc, buggy_scores);
+  tcase_add_test(tc, score_at_the_bound);
+  tcase_add_test(tc, bad_arguments);
+  suite_add_tcase(s, tc);
+  return run_suite(s);
+}
