@@ -19,6 +19,7 @@
 extern const char *cli_program; /* "m3idx" */
 
 int cli_topk(int argc, char **argv);
+int cli_verify(int argc, char **argv);
 int cli_encode(int argc, char **argv);
 int cli_default_job(int argc, char **argv);
 int cli_bench(int argc, char **argv);

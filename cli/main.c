@@ -14,6 +14,7 @@
 static const char usage[] =
     "usage: m3idx                      run the default job (synthetic batch, every backend)\n"
     "       m3idx topk [options]       top-k block ids of .npy inputs (m3idx topk --help)\n"
+    "       m3idx verify [options]     another indexer's top-k: exact, equivalent or wrong\n"
     "       m3idx encode [options]     fp32 keys to MXFP4 pages (m3idx encode --help)\n"
     "       m3idx bench [options]      benchmarks (m3idx bench --help)\n"
     "       m3idx --help | --version\n"
@@ -52,6 +53,8 @@ static int run(int argc, char **argv) {
   }
   if (!strcmp(cmd, "topk"))
     return cli_topk(argc - 1, argv + 1);
+  if (!strcmp(cmd, "verify"))
+    return cli_verify(argc - 1, argv + 1);
   if (!strcmp(cmd, "encode"))
     return cli_encode(argc - 1, argv + 1);
   if (!strcmp(cmd, "bench"))

@@ -179,6 +179,29 @@ expect_fail "encode: wrong key width" "expected [tokens, 128]" encode --keys "$B
 expect_fail "encode: no --keys" "--keys is required" encode --out "$tmp/out.npy"
 expect_fail "unknown command" "unknown command 'frob'" frob
 
+# verify: topk's own output is exact (exit 0); a slot with -5 is wrong
+# (exit 1, the row named); a bad option is exit 2.
+V="$(cat "$D/args") --query $D/query.npy --pages $D/pages.npy --block-table $D/block_table.npy --seq-lens $D/seq_lens.npy"
+# shellcheck disable=SC2086
+if m3idx_run topk $V --out "$B/v-topk.npy" --scores-out "$B/v-scores.npy" 2>"$tmp/err" &&
+  m3idx_run verify $V --candidate "$B/v-topk.npy" --candidate-scores "$B/v-scores.npy" >"$tmp/out" 2>"$tmp/err" &&
+  grep -q " 0 equivalent, 0 wrong" "$tmp/out"; then
+  pass
+else
+  fail "verify of topk's own output: $(cat "$tmp/out" "$tmp/err")"
+fi
+cp "$B/v-topk.npy" "$B/v-bad.npy"
+"$HELPER" set-i32 "$B/v-bad.npy" 15 -5
+# shellcheck disable=SC2086
+m3idx_run verify $V --candidate "$B/v-bad.npy" --json >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q '"head": 0, "row": 0' "$tmp/out" && pass ||
+  fail "verify of a wrong candidate: exit $rc, $(cat "$tmp/out" "$tmp/err")"
+# shellcheck disable=SC2086
+expect_fail "verify --order" "--order 'up' is not desc or any" verify $V --candidate "$B/v-topk.npy" --order up
+# shellcheck disable=SC2086
+expect_fail "verify without --candidate" "--candidate is required" verify $V
+
 # A prefill with no rows reads no block and sizes nothing: a request of
 # 2^31 - 1 tokens with a 1-column block table gives an empty top-k.
 "$HELPER" zeros "$B/q0.npy" "<u2" 0 4194304 128
