@@ -14,6 +14,10 @@ Fused calls, with vLLM's ROCm MXFP4 indexer's signatures (outputs in place):
                              num_valid_pages, topk_out, *, max_query_len,
                              max_seq_len, scale, init_blocks=0,
                              local_blocks=1, backend=None)
+Verification (SPEC section 13): verify_topk(..., candidate, ...) says per
+(head, row) whether another indexer's top-k is exact, equivalent or wrong,
+with the proof; m3idx.testing.assert_topk_equivalent raises
+AssertionError on a wrong row.
 Work map: work_map_capacity(...), work_map(seq_lens, max_blocks, query_len,
 num_heads, out=None).  Support: indexer_unsupported_reason(...),
 backend_unavailable_reason(backend).  Stages: score_decode, score_prefill,
@@ -48,6 +52,8 @@ from .indexer import (backend_unavailable_reason, indexer_unsupported_reason,
                       mxfp4_index_topk_decode, mxfp4_index_topk_prefill, work_map,
                       work_map_capacity)
 from .stages import pin_forced_blocks, score_decode, score_prefill, topk_from_scores
+from .verify import VerifyReport, verify_topk
+from . import testing
 
 __version__ = _lib.m3idx_version().decode()
 
@@ -55,5 +61,6 @@ __all__ = ["Error", "BLOCK_SIZE", "HEAD_DIM", "PAGE_BYTES", "TOPK", "MAX_THREADS
            "mxfp4_index_topk_decode", "mxfp4_index_topk_prefill", "work_map_capacity",
            "work_map", "indexer_unsupported_reason", "backend_unavailable_reason",
            "score_decode", "score_prefill", "pin_forced_blocks", "topk_from_scores",
+           "verify_topk", "VerifyReport", "testing",
            "encode_keys", "decode_pages", "bf16_to_float", "float_to_bf16", "e4m3_to_float",
            "float_to_e4m3", "e2m1_to_float", "float_to_e2m1", "e8m0_to_float", "e8m0_for_amax"]

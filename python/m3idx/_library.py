@@ -90,6 +90,23 @@ class Query(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("scale", ctypes.c_float)]
 
 
+class VerifyOptions(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("order", ctypes.c_int),
+                ("query_rounding", ctypes.c_int), ("tolerance_rel", ctypes.c_double),
+                ("tolerance_ulps", ctypes.c_double)]
+
+
+class VerifyRow(ctypes.Structure):
+    _fields_ = [("verdict", ctypes.c_int32), ("reason", ctypes.c_int32), ("slot", ctypes.c_int32),
+                ("block_a", ctypes.c_int32), ("block_b", ctypes.c_int32), ("gap", ctypes.c_float)]
+
+
+class VerifySummary(ctypes.Structure):
+    _fields_ = [("rows", ctypes.c_int64), ("exact", ctypes.c_int64),
+                ("equivalent", ctypes.c_int64), ("wrong", ctypes.c_int64),
+                ("max_score_deviation", ctypes.c_double)]
+
+
 lib = _load()
 
 _P = ctypes.c_void_p
@@ -128,6 +145,8 @@ _DECLS = {
     "m3idx_page_decode": (_ST, [_P, _I32, _P]),
     "m3idx_page_decode_f64": (_ST, [_P, _I32, _P]),
     "m3idx_encode_keys_f32": (_ST, [_P, _I64, _P, _I64]),
+    "m3idx_verify_options_init": (None, [ctypes.POINTER(VerifyOptions)]),
+    "m3idx_verify_topk": (_ST, [_P, _P, _P, _P, _I32, _I32, _P, _P, _I64, _P, _P, _P]),
 }
 for _name, (_res, _args) in _DECLS.items():
     _fn = getattr(lib, _name)

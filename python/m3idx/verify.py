@@ -1,0 +1,143 @@
+"""Another indexer's top-k against the exact scores (SPEC section 13):
+exact, equivalent (a top-k of scores within the proven bound of another
+summation order) or wrong, with the proof; and a pytest assertion."""
+
+import ctypes
+
+import numpy as np
+
+from . import _describe as D
+from ._arrays import QUERY_KINDS, adapt, expect_shape
+from ._contexts import context
+from ._library import TOPK, VerifyOptions, VerifyRow, VerifySummary, check, lib
+
+__all__ = ["verify_topk", "VerifyReport", "REASONS", "VERDICTS"]
+
+VERDICTS = ("exact", "equivalent", "wrong")
+REASONS = ("none", "id-range", "duplicate", "count", "padding", "forced", "set", "order",
+           "score")
+_ORDERS = {"desc": 0, "any": 1}
+_ROUNDINGS = {"none": 0, "bf16": 1, "e4m3": 2}
+
+
+class VerifyReport:
+    """What verify_topk found.  verdicts [H, rows] int8 (0 exact, 1
+    equivalent, 2 wrong) and reasons [H, rows] (indices into REASONS);
+    counts exact, equivalent, wrong, rows; max_score_deviation (candidate
+    scores, in units of the bound); wrong_rows: a dict per wrong (head,
+    row) with its reason and proof (slot, block_a, block_b, gap)."""
+
+    def __init__(self, heads, rows, verdict_rows, summary):
+        flat = np.ctypeslib.as_array(verdict_rows)[:heads * rows] if heads * rows else None
+        self.verdicts = np.zeros((heads, rows), np.int8)
+        self.reasons = np.zeros((heads, rows), np.int8)
+        self.wrong_rows = []
+        if flat is not None:
+            self.verdicts[:] = flat["verdict"].reshape(heads, rows)
+            self.reasons[:] = flat["reason"].reshape(heads, rows)
+            for i in np.nonzero(flat["verdict"] == 2)[0]:
+                v = flat[i]
+                self.wrong_rows.append(dict(head=int(i // rows), row=int(i % rows),
+                                            reason=REASONS[int(v["reason"])],
+                                            slot=int(v["slot"]), block_a=int(v["block_a"]),
+                                            block_b=int(v["block_b"]), gap=float(v["gap"])))
+        self.rows = int(summary.rows)
+        self.exact = int(summary.exact)
+        self.equivalent = int(summary.equivalent)
+        self.wrong = int(summary.wrong)
+        self.max_score_deviation = float(summary.max_score_deviation)
+
+    def proof(self, w):
+        """One wrong row's proof, in words."""
+        where = "head %d row %d: " % (w["head"], w["row"])
+        if w["reason"] == "set":
+            return where + ("block %d, left out, beats block %d, taken, by %.3g bounds"
+                            % (w["block_b"], w["block_a"], w["gap"]))
+        if w["reason"] == "order":
+            return where + ("block %d (slot %d) beats block %d before it by %.3g bounds"
+                            % (w["block_b"], w["slot"] + 1, w["block_a"], w["gap"]))
+        if w["reason"] == "score":
+            return where + ("block %d's score is %.3g bounds from the exact one"
+                            % (w["block_a"], w["gap"]))
+        if w["reason"] == "forced":
+            return where + "forced block %d is missing" % w["block_a"]
+        return where + "slot %d holds %d (%s)" % (w["slot"], w["block_a"], w["reason"])
+
+    def __str__(self):
+        lines = ["%d (head, row) pairs: %d exact, %d equivalent, %d wrong"
+                 % (self.rows, self.exact, self.equivalent, self.wrong)]
+        lines += ["wrong: " + self.proof(w) for w in self.wrong_rows[:20]]
+        if self.wrong > 20:
+            lines.append("... and %d more wrong rows" % (self.wrong - 20))
+        return "\n".join(lines)
+
+
+def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, max_seq_len,
+                scale, query_len=None, cu_seqlens_q=None, context_lens=None, init_blocks=0,
+                local_blocks=1, candidate_scores=None, order="desc", query_rounding="none",
+                tolerance_ulps=0.0, tolerance_rel=0.0):
+    """Judge candidate [H, rows, 16] (request-relative block ids) for the
+    call the other arguments describe: decode rows with query_len, prefill
+    rows with cu_seqlens_q and context_lens (as topk_from_scores).
+    candidate_scores [H, rows, >= width] (optional): the candidate's
+    clamped block scores (forced blocks' entries are not read).  order
+    'desc' or 'any'; query_rounding 'none', 'bf16' or 'e4m3' (the
+    candidate rounded the query first); tolerances on top of the bound.
+    Runs on the CPU reference; device arrays are copied to the host.
+    Returns a VerifyReport; raises TypeError/ValueError for bad arguments
+    and m3idx.Error when the library refuses the call."""
+    if order not in _ORDERS:
+        raise ValueError("order is %r, not 'desc' or 'any'" % (order,))
+    if query_rounding not in _ROUNDINGS:
+        raise ValueError("query_rounding is %r, not 'none', 'bf16' or 'e4m3'" % (query_rounding,))
+    q, qd = D.query(_host(index_query, "index_query", QUERY_KINDS, 3), scale)
+    sl = D.lengths(_host(seq_lens, "seq_lens", ("i32",), 1))
+    pages, bt, kc = D.kcache(_host(index_pages, "index_pages", ("u8",), 2),
+                             _host(block_table, "block_table", ("i32",), 2), sl.shape[0])
+    rows, heads = q.shape[0], q.shape[1]
+    if cu_seqlens_q is None and context_lens is None:
+        if query_len is None:
+            raise TypeError("decode rows need query_len; prefill rows cu_seqlens_q and "
+                            "context_lens")
+        batch = D.decode_batch(sl, heads, rows, max_seq_len, query_len)
+    else:
+        if query_len is not None or cu_seqlens_q is None or context_lens is None:
+            raise TypeError("give query_len (decode) or cu_seqlens_q and context_lens (prefill)")
+        cu = adapt(_host(cu_seqlens_q, "cu_seqlens_q", ("i32",), 1), "cu_seqlens_q", ("i32",), 1)
+        cl = adapt(_host(context_lens, "context_lens", ("i32",), 1), "context_lens", ("i32",), 1)
+        batch = D.prefill_batch(sl, cu, cl, heads, rows, max_seq_len)
+    cand = adapt(_host(candidate, "candidate", ("i32",), 3), "candidate", ("i32",), 3)
+    expect_shape(cand, (heads, rows, TOPK))
+    cs, stride = None, 0
+    if candidate_scores is not None:
+        cs = adapt(_host(candidate_scores, "candidate_scores", ("f32",), 3), "candidate_scores",
+                   ("f32",), 3)
+        if cs.shape[0] != heads or cs.shape[1] != rows or cs.shape[2] < D.width(batch.max_seq_len):
+            raise ValueError("candidate_scores has shape %s, expected [%d, %d, >= %d]"
+                             % (list(cs.shape), heads, rows, D.width(batch.max_seq_len)))
+        stride = cs.shape[2]
+    opts = VerifyOptions()
+    lib.m3idx_verify_options_init(ctypes.byref(opts))
+    opts.order = _ORDERS[order]
+    opts.query_rounding = _ROUNDINGS[query_rounding]
+    opts.tolerance_ulps = D.real(tolerance_ulps, "tolerance_ulps")
+    opts.tolerance_rel = D.real(tolerance_rel, "tolerance_rel")
+    ib = D.integer(init_blocks, "init_blocks")
+    lb = D.integer(local_blocks, "local_blocks")
+    out = (VerifyRow * max(heads * rows, 1))()
+    summary = VerifySummary()
+    ctx = context("cpu", None, batch)
+    check(lib.m3idx_verify_topk(ctx, ctypes.byref(batch), ctypes.byref(qd), ctypes.byref(kc), ib,
+                                lb, cand.ptr, cs.ptr if cs else None, stride,
+                                ctypes.byref(opts), out, ctypes.byref(summary)), ctx)
+    return VerifyReport(heads, rows, out, summary)
+
+
+def _host(x, name, kinds, ndim):
+    """x itself in host memory; a host copy of device memory (bf16 as its
+    uint16 bits)."""
+    a = adapt(x, name, kinds, ndim)
+    if a.device is None:
+        return x
+    h = np.ascontiguousarray(a.host_numpy())
+    return h.view(np.uint16) if h.dtype == np.int16 else h
