@@ -6,7 +6,8 @@
  * equivalent.  No missed bug: mutants of an exact candidate (a duplicate,
  * 15 ids, a non-causal id, a forced block missing, the order reversed, a
  * dropped element group, another head's scores, a score outside its bound)
- * are wrong, with their reason, on every row they change.
+ * are wrong, with their reason, on every row they change.  Scores one
+ * ulp off m3idx's (near ties at the cut) are never wrong.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -201,6 +202,18 @@ static struct test_case *make_case(int i, int flavor, m3idx_dtype dtype) {
   return tc;
 }
 
+/* The exact candidate (m3idx's own ids and scores). */
+static void exact_candidate(struct run *x) {
+  const struct test_case *tc = x->tc;
+  if (tc->batch.mode == M3IDX_MODE_DECODE)
+    ck_assert_int_eq(m3idx_score_decode(x->ctx, &tc->batch, &tc->query, &tc->kcache, NULL, 0,
+                                        x->scores, x->width), M3IDX_OK);
+  else
+    ck_assert_int_eq(m3idx_score_prefill(x->ctx, &tc->batch, &tc->query, &tc->kcache,
+                                         x->scores, x->width), M3IDX_OK);
+  ids_of_scores(x);
+}
+
 /* Every block of each request read from one page: equal exact scores,
  * which a candidate's own roundings order as they fall. */
 static void one_page_a_request(struct test_case *tc) {
@@ -243,6 +256,35 @@ START_TEST(no_false_alarm) {
 }
 END_TEST
 
+/* Near ties at the cut: m3idx's own scores, each moved one fp32 ulp up or
+ * down at random (any fp32 method may land there), on data where whole
+ * requests read one page (exact ties everywhere): never wrong, and many
+ * rows pick other blocks than m3idx (equivalent). */
+START_TEST(one_ulp_near_ties) {
+  int64_t equivalent = 0;
+  for (int i = 0; i < 4; i++) {
+    struct run x;
+    run_open(&x, make_case(i, FLAVOR_PLAIN, i % 2 ? M3IDX_DTYPE_E4M3 : M3IDX_DTYPE_BF16));
+    one_page_a_request(x.tc);
+    exact_candidate(&x);
+    uint64_t rs = 77u + (uint64_t)i;
+    size_t n = (size_t)x.tc->batch.num_heads * (size_t)x.tc->batch.num_rows * (size_t)x.width;
+    for (size_t k = 0; k < n; k++)
+      if (x.scores[k] == x.scores[k] && fabsf(x.scores[k]) < 1e29f)
+        x.scores[k] = nextafterf(x.scores[k], case_rand(&rs) & 1 ? INFINITY : -INFINITY);
+    ids_of_scores(&x);
+    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    ck_assert_msg(x.sum.wrong == 0, "case %d: %lld wrong", i, (long long)x.sum.wrong);
+    ck_assert(x.sum.max_score_deviation <= 1.0);
+    printf("1-ulp case %d: %lld exact, %lld equivalent\n", i, (long long)x.sum.exact,
+           (long long)x.sum.equivalent);
+    equivalent += x.sum.equivalent;
+    run_close(&x);
+  }
+  ck_assert_int_gt(equivalent, 0);
+}
+END_TEST
+
 /* A query rounded to e4m3 first (per-row scale amax / 448) is explained
  * with that option, and flagged without it on rows it changes. */
 START_TEST(e4m3_rounded_query) {
@@ -265,18 +307,6 @@ START_TEST(e4m3_rounded_query) {
   ck_assert_int_gt(wrong_without, 0); /* the model is what explains them */
 }
 END_TEST
-
-/* The exact candidate (m3idx's own ids and scores). */
-static void exact_candidate(struct run *x) {
-  const struct test_case *tc = x->tc;
-  if (tc->batch.mode == M3IDX_MODE_DECODE)
-    ck_assert_int_eq(m3idx_score_decode(x->ctx, &tc->batch, &tc->query, &tc->kcache, NULL, 0,
-                                        x->scores, x->width), M3IDX_OK);
-  else
-    ck_assert_int_eq(m3idx_score_prefill(x->ctx, &tc->batch, &tc->query, &tc->kcache,
-                                         x->scores, x->width), M3IDX_OK);
-  ids_of_scores(x);
-}
 
 static int row_blocks(const struct run *x, int64_t hr) {
   return oracle_row_blocks(&x->tc->oc, (int)(hr % x->tc->batch.num_rows));
@@ -491,6 +521,7 @@ int main(void) {
   TCase *tc = tcase_create("verify");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, no_false_alarm);
+  tcase_add_test(tc, one_ulp_near_ties);
   tcase_add_test(tc, e4m3_rounded_query);
   tcase_add_test(tc, structural_mutants);
   tcase_add_test(tc, buggy_scores);
