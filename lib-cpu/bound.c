@@ -11,16 +11,13 @@
 #include <config.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
 #include "fp-env.h"
 #include "omp-compat.h"
 #include "spec-rules.h"
-
-/* |e2m1| of each code. */
-static const double code_magnitude[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6,
-                                          0, 0.5, 1, 1.5, 2, 3, 4, 6};
 
 /* The request a row belongs to. */
 static int32_t request_of(const struct m3idx_call *c, int32_t row) {
@@ -46,13 +43,13 @@ static void block_terms(const uint8_t *page, int32_t keys, const double *q, doub
       continue; /* a NaN scale: the key's logit is NaN, ignored by the block */
     double a = 0.0, k = 0.0;
     for (int g = 0; g < 4; g++) {
-      double ag = 0.0, kg = 0.0;
+      double ag = 0.0, kg = 0.0; /* in halves */
       for (int d = 32 * g; d < 32 * g + 32; d++) {
-        const double m = code_magnitude[(d & 1) ? data[d / 2] >> 4 : data[d / 2] & 15u];
+        const double m = abs(m3idx__e2m1_halves(m3idx__code_at(data, d)));
         ag += q[d] * m;
         kg += m;
       }
-      const double s = m3idx__e8m0_double(sc[g]);
+      const double s = m3idx__e8m0_double(sc[g]) * 0.5;
       a += ag * s;
       k += kg * s;
     }
@@ -105,6 +102,7 @@ __attribute__((target("avx512f"))) static void block_terms_avx512(const uint8_t 
 
 void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c,
                              double *out) {
+  m3idx__cpu_decode_queries(s, c);
   m3idx__cpu_row_positions(s, c);
   void (*terms)(const uint8_t *, int32_t, const double *, double *) = block_terms;
 #ifdef M3IDX_CPU_HAVE_AVX512
@@ -112,7 +110,7 @@ void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call 
     terms = block_terms_avx512;
 #endif
   /* Work items are (head, row, block), so one long row spreads over the
-     threads; each item takes its row's magnitudes again (128 values). */
+     threads; each item takes its row's magnitudes from the decoded rows. */
   const int64_t width = c->width, total = (int64_t)c->num_heads * c->num_rows * width;
 #pragma omp parallel num_threads(m3idx__cpu_team(s))
   {
@@ -126,17 +124,13 @@ void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call 
       if (b > pos / M3IDX_BLOCK_SIZE)
         continue; /* past the row's causal blocks */
       const int32_t req = request_of(c, row);
-      const int64_t qi = ((int64_t)row * c->num_heads + h) * M3IDX_HEAD_DIM;
+      const float *qf = s->query_f32 + ((int64_t)row * c->num_heads + h) * M3IDX_HEAD_DIM;
       double q[M3IDX_HEAD_DIM];
       for (int d = 0; d < M3IDX_HEAD_DIM; d++)
-        q[d] = fabs((double)(c->query_dtype == M3IDX_DTYPE_BF16
-                                 ? m3idx__bf16_value(((const uint16_t *)c->query)[qi + d])
-                                 : m3idx__e4m3_value(((const uint8_t *)c->query)[qi + d])));
+        q[d] = fabs((double)qf[d]);
       const int32_t id = c->block_table[(int64_t)req * c->bt_stride + b];
-      const int32_t keys = pos - b * M3IDX_BLOCK_SIZE + 1 < M3IDX_BLOCK_SIZE
-                               ? pos - b * M3IDX_BLOCK_SIZE + 1
-                               : M3IDX_BLOCK_SIZE;
-      terms(c->pages + (int64_t)id * M3IDX_PAGE_BYTES, keys, q, out + item * 2);
+      terms(c->pages + (int64_t)id * M3IDX_PAGE_BYTES, m3idx__cpu_keys_seen(pos, b), q,
+            out + item * 2);
     }
     m3idx__fpenv_leave(env);
   }

@@ -48,11 +48,6 @@ static inline const uint8_t *page_of(const struct m3idx_call *c, int32_t r,
   return c->pages + (int64_t)id * M3IDX_PAGE_BYTES;
 }
 
-static inline int32_t keys_seen(int32_t pos, int32_t b) {
-  int32_t k = pos - b * M3IDX_BLOCK_SIZE + 1;
-  return k > M3IDX_BLOCK_SIZE ? M3IDX_BLOCK_SIZE : k;
-}
-
 /* Decode the query rows to fp32 (exactly: bf16 and e4m3 values are fp32
  * values), note how far each row's keys may spread for fp64 sums, and cut
  * each row for the vnni kernel's filter. */
@@ -75,16 +70,7 @@ void m3idx__cpu_decode_queries(struct m3idx_cpu_state *s,
 
 void m3idx__cpu_row_positions(struct m3idx_cpu_state *s,
                               const struct m3idx_call *c) {
-  int32_t *pos = s->row_pos;
-  if (c->mode == M3IDX_MODE_DECODE) {
-    for (int32_t r = 0; r < c->num_reqs; r++)
-      for (int32_t j = 0; j < c->query_len; j++)
-        pos[r * c->query_len + j] = c->seq_lens[r] - c->query_len + j;
-  } else {
-    for (int32_t r = 0; r < c->num_reqs; r++)
-      for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++)
-        pos[i] = c->context_lens[r] + (i - c->cu_seqlens_q[r]);
-  }
+  m3idx__row_positions(c, s->row_pos);
 }
 
 /* The next work-map entry for this thread: entries are handed out one at
@@ -135,7 +121,7 @@ static int64_t decode_entry(const struct m3idx_cpu_state *s,
       if (b * M3IDX_BLOCK_SIZE > pos)
         continue;
       for (int32_t h = 0; h < H; h++)
-        add_row(&rb, s, (int64_t)row * H + h, keys_seen(pos, b),
+        add_row(&rb, s, (int64_t)row * H + h, m3idx__cpu_keys_seen(pos, b),
                 scores + ((int64_t)h * c->num_rows + row) * stride + b);
     }
     flush(&rb);
@@ -174,7 +160,7 @@ static void prefill_item(const struct m3idx_cpu_state *s,
   for (int32_t i = i0 > 0 ? i0 : 0; i < rows; i++) {
     int32_t row = row0 + i, pos = ctx_len + i;
     for (int32_t h = 0; h < H; h++)
-      add_row(&rb, s, (int64_t)row * H + h, keys_seen(pos, b),
+      add_row(&rb, s, (int64_t)row * H + h, m3idx__cpu_keys_seen(pos, b),
               scores + ((int64_t)h * c->num_rows + row) * stride + b);
   }
   flush(&rb);

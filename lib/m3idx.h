@@ -351,8 +351,9 @@ M3IDX_API m3idx_status m3idx_page_encode_bf16(uint8_t *page, int32_t slot,
 /* Dequantise slot `slot` of a page: key[d] = e2m1 * e8m0 in fp32. */
 M3IDX_API m3idx_status m3idx_page_decode(const uint8_t *page, int32_t slot,
                                          float *key);
-/* The same values in fp64, where every one of them is exact (fp32 cannot
- * hold e2m1 >= 2 at scale byte 254, nor the smallest ones at byte 0). */
+/* The same values in fp64, where every one of them is exact (in fp32,
+ * magnitudes of 2^128 or more, e2m1 >= 2 at scale byte 254 or >= 4 at
+ * 253, become inf). */
 M3IDX_API m3idx_status m3idx_page_decode_f64(const uint8_t *page, int32_t slot,
                                              double *key);
 /* Encode num_tokens fp32 rows [num_tokens, 128] into ceil(num_tokens/128)

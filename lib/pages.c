@@ -80,10 +80,9 @@ m3idx_status m3idx_page_encode_bf16(uint8_t *page, int32_t slot,
   return M3IDX_OK;
 }
 
-/* Element d of a slot: its e2m1 code (low nibble first) and scale byte. */
+/* Element d of a slot: its e2m1 code and scale byte. */
 static uint32_t code_of(const uint8_t *page, int32_t slot, int d) {
-  uint8_t b = page[64 * slot + d / 2];
-  return (d & 1) ? (uint32_t)(b >> 4) : (uint32_t)(b & 15u);
+  return m3idx__code_at(page + 64 * slot, d);
 }
 
 static uint8_t scale_of(const uint8_t *page, int32_t slot, int d) {

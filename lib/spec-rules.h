@@ -74,6 +74,12 @@ M3IDX_RULE float m3idx__e4m3_value(uint8_t x) {
   return m3idx__bits_to_float(sign | ((e + 120u) << 23) | (m << 20));
 }
 
+/* Element d's e2m1 code in a key's 64 data bytes (SPEC section 3: element
+ * d in byte d / 2, the low nibble for even d). */
+M3IDX_RULE uint32_t m3idx__code_at(const uint8_t *data, int d) {
+  return (uint32_t)(d & 1 ? data[d / 2] >> 4 : data[d / 2] & 15u);
+}
+
 /* e2m1 code (low 4 bits) in units of 1/2: 0, 1, 2, 3, 4, 6, 8, 12, signed. */
 M3IDX_RULE int32_t m3idx__e2m1_halves(uint32_t code) {
   const int32_t mag = (int32_t)((0xc8643210u >> (4u * (code & 7u))) & 15u);
@@ -276,15 +282,20 @@ M3IDX_RULE void m3idx__exact_add(uint64_t *w, uint64_t m, int32_t off, int neg) 
   }
 }
 
+/* x = 0, no special value seen. */
+M3IDX_RULE void m3idx__exact_clear(struct m3idx__exact_sum *x) {
+  for (int i = 0; i < M3IDX_EXACT_WORDS; i++)
+    x->w[i] = 0u;
+  x->nan = x->pos_inf = x->neg_inf = 0;
+}
+
 /* D for one key: q the row's 128 decoded elements (bf16 or e4m3 values),
  * data the key's 64 element bytes, scales its 4 scale bytes. */
 M3IDX_RULE void m3idx__exact_dot(const float *q, const uint8_t *data, const uint8_t *scales,
                                  struct m3idx__exact_sum *out) {
-  for (int i = 0; i < M3IDX_EXACT_WORDS; i++)
-    out->w[i] = 0u;
-  out->nan = out->pos_inf = out->neg_inf = 0;
+  m3idx__exact_clear(out);
   for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
-    const uint32_t code = (uint32_t)(d & 1 ? data[d / 2] >> 4 : data[d / 2] & 15u);
+    const uint32_t code = m3idx__code_at(data, d);
     const uint32_t e = scales[d / 32];
     const int32_t k = m3idx__e2m1_halves(code); /* k[d] = k * 2^(e - 128) */
     const uint32_t qu = m3idx__float_to_bits(q[d]);
@@ -433,9 +444,7 @@ M3IDX_RULE float m3idx__logit_of_terms(const double t[4], float scale) {
   if (lo == hi)
     return lo == 0.0f ? 0.0f : lo; /* a zero logit is +0 */
   struct m3idx__exact_sum x;
-  for (int i = 0; i < M3IDX_EXACT_WORDS; i++)
-    x.w[i] = 0u;
-  x.nan = x.pos_inf = x.neg_inf = 0;
+  m3idx__exact_clear(&x);
   for (int g = 0; g < 4; g++)
     m3idx__exact_add_double(&x, t[g]);
   return m3idx__round_exact(&x, scale);
@@ -455,10 +464,8 @@ M3IDX_RULE float m3idx__exact_logit_grouped(const float *q, const uint8_t *data,
       return m3idx__bits_to_float(M3IDX_NAN_BITS);
     const double k = m3idx__e8m0_double(scales[g]) * 0.5; /* a half, at the group's scale */
     double sum = 0.0;
-    for (int d = 32 * g; d < 32 * g + 32; d++) {
-      const uint32_t code = (uint32_t)(d & 1 ? data[d / 2] >> 4 : data[d / 2] & 15u);
-      sum += (double)q[d] * ((double)m3idx__e2m1_halves(code) * k);
-    }
+    for (int d = 32 * g; d < 32 * g + 32; d++)
+      sum += (double)q[d] * ((double)m3idx__e2m1_halves(m3idx__code_at(data, d)) * k);
     t[g] = sum;
   }
   return m3idx__logit_of_terms(t, scale);

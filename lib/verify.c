@@ -17,6 +17,7 @@
 
 #include "checks.h"
 #include "verify-rules.h"
+#include "work-map.h"
 
 void m3idx_verify_options_init(m3idx_verify_options *opts) {
   if (opts == NULL)
@@ -229,16 +230,6 @@ static void verify_row(const struct row_ctx *r, m3idx_verify_row *out, double *m
                    : M3IDX_VERDICT_EQUIVALENT;
 }
 
-/* Position of each row (SPEC section 5). */
-static int32_t row_position(const m3idx_batch *b, int32_t row) {
-  if (b->mode == M3IDX_MODE_DECODE)
-    return b->seq_lens[row / b->query_len] - b->query_len + row % b->query_len;
-  int32_t r = 0;
-  while (b->cu_seqlens_q[r + 1] <= row)
-    r++;
-  return b->context_lens[r] + row - b->cu_seqlens_q[r];
-}
-
 static double row_amax(const m3idx_query *q, int64_t first) {
   double m = 0.0;
   for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
@@ -293,8 +284,9 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
   int32_t *ref_ids = malloc(sizeof(int32_t) * (size_t)(pairs * M3IDX_TOPK));
   double *terms = malloc(sizeof(double) * 2 * (size_t)(pairs * width));
   struct interval *iv = malloc(sizeof *iv * (size_t)width);
+  int32_t *pos = malloc(sizeof(int32_t) * (size_t)c.num_rows);
   m3idx_verify_row *verdicts = malloc(sizeof *verdicts * (size_t)pairs);
-  if (!ref || !ref_ids || !terms || !iv || !verdicts) {
+  if (!ref || !ref_ids || !terms || !iv || !pos || !verdicts) {
     st = m3idx__fail(ctx, M3IDX_ERR_NO_MEMORY, "no memory to verify %lld rows of %lld blocks",
                      (long long)pairs, (long long)width);
     goto out;
@@ -312,6 +304,7 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
   st = m3idx__backend_failed(ctx, ctx->ops->run(ctx->state, &c, &err), &err);
   if (st != M3IDX_OK)
     goto out;
+  m3idx__row_positions(&c, pos);
   for (int64_t hr = 0; hr < pairs; hr++) {
     const int32_t h = (int32_t)(hr / c.num_rows), row = (int32_t)(hr % c.num_rows);
     struct row_ctx r = {
@@ -320,7 +313,7 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
         .ref = ref + hr * width,
         .cand_scores = candidate_scores ? candidate_scores + hr * stride : NULL,
         .terms = terms + 2 * hr * width,
-        .n = row_position(batch, row) / M3IDX_BLOCK_SIZE + 1,
+        .n = pos[row] / M3IDX_BLOCK_SIZE + 1,
         .init = init_blocks,
         .local = local_blocks,
         .amax = row_amax(query, ((int64_t)row * c.num_heads + h) * M3IDX_HEAD_DIM),
@@ -342,6 +335,7 @@ out:
   free(ref_ids);
   free(terms);
   free(iv);
+  free(pos);
   free(verdicts);
   return st;
 }

@@ -51,6 +51,19 @@ static inline int32_t m3idx__request_blocks(const struct m3idx_call *c, int32_t 
   return m3idx__blocks_of(c->seq_lens[r]);
 }
 
+/* Each row's position (SPEC section 5) into pos[num_rows]. */
+static inline void m3idx__row_positions(const struct m3idx_call *c, int32_t *pos) {
+  if (c->mode == M3IDX_MODE_DECODE) {
+    for (int32_t r = 0; r < c->num_reqs; r++)
+      for (int32_t j = 0; j < c->query_len; j++)
+        pos[r * c->query_len + j] = c->seq_lens[r] - c->query_len + j;
+  } else {
+    for (int32_t r = 0; r < c->num_reqs; r++)
+      for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++)
+        pos[i] = c->context_lens[r] + (i - c->cu_seqlens_q[r]);
+  }
+}
+
 /* Entries the batch needs. */
 int64_t m3idx__work_map_entries(const int32_t *seq_lens, int32_t num_reqs,
                                 int32_t chunk);

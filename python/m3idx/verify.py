@@ -10,6 +10,7 @@ from . import _describe as D
 from ._arrays import QUERY_KINDS, adapt, expect_shape
 from ._contexts import context
 from ._library import TOPK, VerifyOptions, VerifyRow, VerifySummary, check, lib
+from .stages import _rows_batch
 
 __all__ = ["verify_topk", "VerifyReport", "REASONS", "VERDICTS"]
 
@@ -91,21 +92,15 @@ def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, m
     if query_rounding not in _ROUNDINGS:
         raise ValueError("query_rounding is %r, not 'none', 'bf16' or 'e4m3'" % (query_rounding,))
     q, qd = D.query(_host(index_query, "index_query", QUERY_KINDS, 3), scale)
-    sl = D.lengths(_host(seq_lens, "seq_lens", ("i32",), 1))
+    # The batch points into sl, cu and cl (host copies of device arrays):
+    # they stay referenced until the call.
+    sl, cu, cl, batch = _rows_batch(q.shape[1], q.shape[0], _lengths(seq_lens, "seq_lens"),
+                                    max_seq_len, query_len,
+                                    _lengths(cu_seqlens_q, "cu_seqlens_q"),
+                                    _lengths(context_lens, "context_lens"))
     pages, bt, kc = D.kcache(_host(index_pages, "index_pages", ("u8",), 2),
                              _host(block_table, "block_table", ("i32",), 2), sl.shape[0])
     rows, heads = q.shape[0], q.shape[1]
-    if cu_seqlens_q is None and context_lens is None:
-        if query_len is None:
-            raise TypeError("decode rows need query_len; prefill rows cu_seqlens_q and "
-                            "context_lens")
-        batch = D.decode_batch(sl, heads, rows, max_seq_len, query_len)
-    else:
-        if query_len is not None or cu_seqlens_q is None or context_lens is None:
-            raise TypeError("give query_len (decode) or cu_seqlens_q and context_lens (prefill)")
-        cu = adapt(_host(cu_seqlens_q, "cu_seqlens_q", ("i32",), 1), "cu_seqlens_q", ("i32",), 1)
-        cl = adapt(_host(context_lens, "context_lens", ("i32",), 1), "context_lens", ("i32",), 1)
-        batch = D.prefill_batch(sl, cu, cl, heads, rows, max_seq_len)
     cand = adapt(_host(candidate, "candidate", ("i32",), 3), "candidate", ("i32",), 3)
     expect_shape(cand, (heads, rows, TOPK))
     cs, stride = None, 0
@@ -141,3 +136,7 @@ def _host(x, name, kinds, ndim):
         return x
     h = np.ascontiguousarray(a.host_numpy())
     return h.view(np.uint16) if h.dtype == np.int16 else h
+
+
+def _lengths(x, name):
+    return None if x is None else _host(x, name, ("i32",), 1)
