@@ -138,9 +138,8 @@ static inline int32_t m3idx__cpu_keys_seen(int32_t pos, int32_t b) {
   return k > M3IDX_BLOCK_SIZE ? M3IDX_BLOCK_SIZE : k;
 }
 
-/* Verification's bound terms, [H, rows, width, 2] (bound.c). */
-void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c,
-                             double *out);
+/* Verification's bound terms of the call's listed blocks (bound.c). */
+void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c);
 /* Pin (and, with topk != NULL, select) every (head, row): one pass. */
 void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
                          float *scores, int64_t stride, int pin,

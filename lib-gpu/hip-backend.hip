@@ -38,6 +38,8 @@ struct hip_state {
   int path;             /* the scoring kernels' path (path-check.hip) */
   void *stage;          /* host-pointer mode: device copies of the buffers */
   size_t stage_bytes;
+  void *verify;         /* verification's device buffers (grown, kept) */
+  size_t verify_bytes;
 };
 
 int m3idx_gpu_inject_bad_device = 0;
@@ -166,6 +168,7 @@ static void hip_destroy(void *state) {
   (void)hipFree(s->d_scores);
   (void)hipFree(s->d_map);
   (void)hipFree(s->stage);
+  (void)hipFree(s->verify);
   free(s);
 }
 
@@ -286,6 +289,9 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
   case M3IDX_STAGE_SCORE:
   case M3IDX_STAGE_FUSED:
     break;
+  case M3IDX_STAGE_BOUND: /* hip_run's own */
+  case M3IDX_STAGE_FETCH:
+    return M3IDX_ERR_INVALID_ARGUMENT;
   }
   int user_scores = g.scores != NULL;
   if (!user_scores)
@@ -427,15 +433,113 @@ static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct 
   return M3IDX_OK;
 }
 
+/* ---- verification (m3idx_verify_topk): calls that wait for their results -- */
+
+/* A device buffer of at least `bytes' (grown, kept for the next call). */
+static m3idx_status grow(void **buf, size_t *have, size_t bytes, const char *what,
+                         struct m3idx_errbuf *err) {
+  if (bytes <= *have)
+    return M3IDX_OK;
+  hipError_t e = *buf ? hipFree(*buf) : hipSuccess;
+  *buf = NULL;
+  *have = 0;
+  if (e == hipSuccess)
+    e = hipMalloc(buf, bytes);
+  if (e != hipSuccess) {
+    snprintf(err->msg, sizeof err->msg, "%s (%zu bytes on the device): %s", what, bytes,
+             hipGetErrorString(e));
+    return e == hipErrorOutOfMemory ? M3IDX_ERR_NO_MEMORY : M3IDX_ERR_DEVICE;
+  }
+  *have = bytes;
+  return M3IDX_OK;
+}
+
+/* The caller's bytes (device memory, or host memory in host-pointer mode)
+ * into host memory. */
+static m3idx_status run_fetch(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
+  if (s->host_pointers) {
+    memcpy(c->fetch_dst, c->fetch_src, (size_t)c->fetch_bytes);
+    return M3IDX_OK;
+  }
+  HIP_TRY(hipMemcpyAsync(c->fetch_dst, c->fetch_src, (size_t)c->fetch_bytes,
+                         hipMemcpyDeviceToHost, s->stream), "copy to host");
+  HIP_TRY(hipStreamSynchronize(s->stream), "hipStreamSynchronize");
+  return M3IDX_OK;
+}
+
+/* The listed blocks' bound terms: items up, the kernel, terms down. */
+static m3idx_status run_bound(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
+  const size_t n = (size_t)c->bound_count;
+  struct m3idx_call dc = *c;
+  buffer_plan plan;
+  const size_t o_items = plan.take(n * 3 * sizeof(int32_t));
+  const size_t o_terms = plan.take(n * 2 * sizeof(double));
+  const size_t o_q = s->host_pointers ? plan.take(query_bytes(c)) : 0;
+  const size_t o_pages = s->host_pointers ? plan.take((size_t)c->num_pages * M3IDX_PAGE_BYTES) : 0;
+  m3idx_status rc = grow(&s->verify, &s->verify_bytes, plan.used, "verification's buffers", err);
+  if (rc != M3IDX_OK)
+    return rc;
+  char *d = (char *)s->verify;
+  hipStream_t st = s->stream;
+  HIP_TRY(hipMemcpyAsync(d + o_items, c->bound_items, n * 3 * sizeof(int32_t),
+                         hipMemcpyHostToDevice, st), "copy to device");
+  if (s->host_pointers) {
+    HIP_TRY(hipMemcpyAsync(d + o_q, c->query, query_bytes(c), hipMemcpyHostToDevice, st),
+            "copy to device");
+    HIP_TRY(hipMemcpyAsync(d + o_pages, c->pages, (size_t)c->num_pages * M3IDX_PAGE_BYTES,
+                           hipMemcpyHostToDevice, st), "copy to device");
+    dc.query = d + o_q;
+    dc.pages = (const uint8_t *)(d + o_pages);
+  }
+  gpu_call g;
+  device_call(&dc, s, &g);
+  (void)hipGetLastError();
+  HIP_TRY(m3idx_gpu_bound_terms(&g, (const int32_t *)(d + o_items), (long long)n,
+                                (double *)(d + o_terms), st), "bound kernel");
+  rc = hip_synchronize(s, err);
+  if (rc != M3IDX_OK)
+    return rc;
+  HIP_TRY(hipMemcpyAsync(c->bound_terms, d + o_terms, n * 2 * sizeof(double),
+                         hipMemcpyDeviceToHost, st), "copy to host");
+  HIP_TRY(hipStreamSynchronize(st), "hipStreamSynchronize");
+  return M3IDX_OK;
+}
+
+/* The fused call on device inputs into host outputs (scores with the
+ * width as stride): the context's scratch, then a copy down. */
+static m3idx_status run_to_host(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
+  const size_t pairs = (size_t)c->num_heads * (size_t)c->num_rows;
+  m3idx_status rc = grow(&s->verify, &s->verify_bytes, pairs * M3IDX_TOPK * sizeof(int32_t),
+                         "verification's buffers", err);
+  if (rc != M3IDX_OK)
+    return rc;
+  struct m3idx_call dc = *c;
+  dc.scores = s->d_scores;
+  dc.score_stride = c->width;
+  dc.topk = (int32_t *)s->verify;
+  gpu_call g;
+  device_call(&dc, s, &g);
+  rc = launch(s, &dc, g, dc.work_map_in, NULL, NULL, dc.topk, err);
+  if (rc == M3IDX_OK)
+    rc = hip_synchronize(s, err);
+  if (rc != M3IDX_OK)
+    return rc;
+  HIP_TRY(hipMemcpyAsync(c->scores, s->d_scores, pairs * (size_t)c->width * sizeof(float),
+                         hipMemcpyDeviceToHost, s->stream), "copy to host");
+  HIP_TRY(hipMemcpyAsync(c->topk, dc.topk, pairs * M3IDX_TOPK * sizeof(int32_t),
+                         hipMemcpyDeviceToHost, s->stream), "copy to host");
+  HIP_TRY(hipStreamSynchronize(s->stream), "hipStreamSynchronize");
+  return M3IDX_OK;
+}
+
 static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3idx_errbuf *err) {
   hip_state *s = (hip_state *)state;
-  if (c->stage == M3IDX_STAGE_BOUND) { /* verification's bounds: the CPU backend's for now */
-    snprintf(err->msg, sizeof err->msg,
-             "m3idx_verify_topk runs on a CPU context for now; the HIP backend does not verify yet");
-    return M3IDX_ERR_UNSUPPORTED;
-  }
   device_guard guard(s->cfg.device);
   GUARD_OR_FAIL(guard);
+  if (c->stage == M3IDX_STAGE_FETCH)
+    return run_fetch(s, c, err);
+  if (c->stage == M3IDX_STAGE_BOUND)
+    return run_bound(s, c, err);
   if (s->host_pointers)
     return run_staged(s, c, err);
   /* Keys and queries are read 16 bytes at a time. */
@@ -446,6 +550,8 @@ static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3id
              (const void *)c->pages, c->query);
     return M3IDX_ERR_INVALID_ARGUMENT;
   }
+  if (c->host_outputs)
+    return run_to_host(s, c, err);
   gpu_call g;
   device_call(c, s, &g);
   return launch(s, c, g, c->work_map_in, c->work_map_out, c->scores_in, c->topk, err);

@@ -117,6 +117,11 @@ int m3idx_gpu_path_verdict(int device, char *why, size_t n);
  * FAST_BROKEN, in the self-check too; each switch forgets the verdicts. */
 void m3idx_gpu_break_fast_path(int on);
 
+/* Verification's bound terms of count items {query row, page, keys}
+ * into terms [count][2] (verify-bound.hip; lib/verify-rules.h). */
+hipError_t m3idx_gpu_bound_terms(const struct gpu_call *c, const int32_t *items,
+                                 long long count, double *terms, hipStream_t s);
+
 /* Tests only (devtools inject_device_failure): the device calls switch to
  * a device ordinal that does not exist. */
 extern int m3idx_gpu_inject_bad_device;

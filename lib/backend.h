@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 /* Raised whenever struct m3idx_call or struct m3idx_backend_ops change. */
-#define M3IDX_BACKEND_ABI 2
+#define M3IDX_BACKEND_ABI 3
 
 /* What a stage is asked to do. */
 enum m3idx_stage {
@@ -30,7 +30,8 @@ enum m3idx_stage {
   M3IDX_STAGE_PIN = 3,
   M3IDX_STAGE_TOPK = 4,
   M3IDX_STAGE_FUSED = 5,   /* score, pin, top-k */
-  M3IDX_STAGE_BOUND = 6    /* each block's largest sum |q k| and sum |k| (verify) */
+  M3IDX_STAGE_BOUND = 6,   /* listed blocks' largest sum |q k| and sum |k| (verify) */
+  M3IDX_STAGE_FETCH = 7    /* copy the caller's memory to the host (verify) */
 };
 
 /* A checked call.  Every pointer is what the caller gave: host memory on
@@ -68,7 +69,20 @@ struct m3idx_call {
   const float *scores_in;      /* M3IDX_STAGE_TOPK */
   int64_t score_stride;        /* >= width */
   int32_t *topk;
-  double *bound_terms;         /* M3IDX_STAGE_BOUND: [H, rows, width, 2] */
+  int32_t host_outputs;        /* FUSED: scores (stride width) and topk are host memory */
+
+  /* M3IDX_STAGE_BOUND, host memory on every backend: bound_count items
+     {query row (row * num_heads + head), page id, causal keys}, each
+     given its block's terms {A, K} (lib/verify-rules.h). */
+  const int32_t *bound_items;
+  int64_t bound_count;
+  double *bound_terms;
+
+  /* M3IDX_STAGE_FETCH: fetch_bytes from fetch_src (memory of the kind the
+     context reads) to fetch_dst on the host. */
+  const void *fetch_src;
+  void *fetch_dst;
+  int64_t fetch_bytes;
 };
 
 /* The detail of a failure, written by a backend. */

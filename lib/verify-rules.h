@@ -30,6 +30,7 @@
 #define M3IDX_VERIFY_RULES_H
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "spec-rules.h"
 
@@ -71,6 +72,80 @@ M3IDX_RULE double m3idx__verify_bound(double a_max, double k_max, double amax, f
   const double ulp = ax >= 0x1p-126 ? ldexp(1.0, ex - 24) : 0x1p-149;
   e += tol_rel * ax + tol_ulps * ulp;
   return e * (1.0 + 0x1p-40);
+}
+
+/* ---- the bound's terms: exact integers, the same bits on every backend --
+
+ * A row's magnitudes |q[d]| are rounded up to integers qi[d] = ceil(|q[d]|
+ * 2^s), s putting the row's largest into [2^14, 2^15), so that a key's
+ * sum |q k| <= A = 2^-s sum_g 2^(e_g-128) sum_{d in g} qi[d] |halves(d)|:
+ * each group's sum is an integer below 2^24, each group's term is exact in
+ * fp64, and the four add in group order; A is at most amax K 2^-14 above
+ * the sum.  K = sum_g 2^(e_g-128) sum |halves| exactly.  A key with a NaN
+ * scale is skipped (its logit is NaN, which the block ignores). */
+
+#define M3IDX_VERIFY_NO_SHIFT (-100000) /* a row with an inf or NaN element */
+
+/* s for a row whose largest magnitude is amax (0 for a zero row). */
+M3IDX_RULE int32_t m3idx__verify_shift(float amax) {
+  if (!(amax < INFINITY))
+    return M3IDX_VERIFY_NO_SHIFT;
+  if (amax == 0.0f)
+    return 0;
+  int ex;
+  (void)frexpf(amax, &ex); /* amax in [2^(ex-1), 2^ex) */
+  return 15 - ex;
+}
+
+/* qi for one element q of a row with shift s (a finite row). */
+M3IDX_RULE uint32_t m3idx__verify_query_int(float q, int32_t s) {
+  return (uint32_t)ceil(ldexp(fabs((double)q), s));
+}
+
+/* A key's A and K (terms[0], terms[1]) from the row's qi and shift; a key
+ * with a NaN scale gives -1, -1 (below every real term). */
+M3IDX_RULE void m3idx__verify_key_terms(const uint32_t *qi, int32_t s, const uint8_t *data,
+                                        const uint8_t *scales, double *terms) {
+  if (m3idx__key_spread(scales) == 255) {
+    terms[0] = terms[1] = -1.0;
+    return;
+  }
+  double a = 0.0, k = 0.0;
+  for (int g = 0; g < 4; g++) {
+    uint32_t gq = 0, gk = 0;
+    for (int d = 32 * g; d < 32 * g + 32; d++) {
+      const uint32_t m = (uint32_t)abs(m3idx__e2m1_halves(m3idx__code_at(data, d)));
+      gq += qi[d] * m;
+      gk += m;
+    }
+    a += ldexp((double)gq, (int)scales[g] - 128 - s);
+    k += ldexp((double)gk, (int)scales[g] - 128);
+  }
+  terms[0] = s == M3IDX_VERIFY_NO_SHIFT ? INFINITY : a;
+  terms[1] = k;
+}
+
+/* A block's terms: the largest A and K over its first `keys' keys (0, 0
+ * when every key's scale is NaN). */
+M3IDX_RULE void m3idx__verify_block_terms(const uint32_t *qi, int32_t s, const uint8_t *page,
+                                          int32_t keys, double *out) {
+  double a_max = 0.0, k_max = 0.0;
+  for (int32_t t = 0; t < keys; t++) {
+    double t2[2];
+    m3idx__verify_key_terms(qi, s, page + 64 * t, page + M3IDX_PAGE_DATA_BYTES + 4 * t, t2);
+    a_max = t2[0] > a_max ? t2[0] : a_max;
+    k_max = t2[1] > k_max ? t2[1] : k_max;
+  }
+  out[0] = a_max;
+  out[1] = k_max;
+}
+
+/* A lower bound of a block's A from its rounded score x (finite, not
+ * pinned): |x| <= |scale| A (1 + 2^-24) + 2^-150, so this never exceeds
+ * the true sum and the bound it gives never exceeds the block's bound. */
+M3IDX_RULE double m3idx__verify_a_floor(float x, float scale) {
+  const double ax = fabs((double)x) - 0x1p-149, s = fabs((double)scale);
+  return ax > 0.0 && s > 0.0 ? ax / s * (1.0 - 0x1p-20) : 0.0;
 }
 
 /* Half an fp32 ulp of a rounded logit l: how far the exact value may be

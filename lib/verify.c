@@ -12,6 +12,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,16 +103,82 @@ static float gap_of(const struct interval *a, const struct interval *b) {
   return den > 0.0 ? (float)((b->x - a->x) / den) : INFINITY;
 }
 
+/* One call's verification, on the host.  terms/known are [pairs, width]:
+ * a block's bound terms are computed only when a verdict depends on them
+ * (see verify_row), in rounds on the backend, so verifying a candidate
+ * that mostly agrees costs little more than the fused call. */
+struct verify {
+  const struct m3idx_call *c;     /* host pointers for the metadata */
+  const int32_t *pos, *req;       /* each row's position and request */
+  int64_t width;
+  double *terms;                  /* [pairs, width, 2] */
+  uint8_t *known;                 /* [pairs, width]: 0 no, 1 asked, 2 known */
+  int32_t *items;                 /* [cap, 3] for the backend */
+  int64_t *item_at;               /* [cap]: the (pair, block) of each item */
+  int64_t n_items, cap_items;
+  int round;
+  double max_dev;                 /* the largest known deviation so far */
+};
+
+/* The block's terms, or NULL after asking for them (*pending set). */
+static const double *terms_of(struct verify *v, int64_t hr, int32_t b, int *pending) {
+  const int64_t at = hr * v->width + b;
+  if (v->known[at] == 2)
+    return v->terms + 2 * at;
+  *pending = 1;
+  if (v->known[at] == 0 && v->n_items < v->cap_items) {
+    const int32_t h = (int32_t)(hr / v->c->num_rows), row = (int32_t)(hr % v->c->num_rows);
+    int32_t *it = v->items + 3 * v->n_items;
+    it[0] = row * v->c->num_heads + h;
+    it[1] = v->c->block_table[(int64_t)v->req[row] * v->c->bt_stride + b];
+    const int32_t keys = v->pos[row] - b * M3IDX_BLOCK_SIZE + 1;
+    it[2] = keys < M3IDX_BLOCK_SIZE ? keys : M3IDX_BLOCK_SIZE;
+    v->item_at[v->n_items++] = at;
+    v->known[at] = 1;
+  }
+  return NULL;
+}
+
 struct row_ctx {
+  struct verify *v;
+  int64_t hr;
   const int32_t *cand, *ref_ids;
   const float *ref, *cand_scores;
-  const double *terms;
   int32_t n, init, local;
   double amax;
   float scale;
   const m3idx_verify_options *o;
-  struct interval *iv; /* [n] scratch */
 };
+
+/* Block b's interval from its terms (never from fewer than the truth). */
+static struct interval tight(const struct row_ctx *r, int32_t b, const double *t) {
+  return interval_of(r->ref[b], is_forced(b, r->n, r->init, r->local), t, r->amax, r->scale,
+                     r->o);
+}
+
+/* Block b's interval when its E is known without terms (pinned, -inf,
+ * NaN), or from the floor of its terms: never wider than tight()'s,
+ * since the bound grows with each term. */
+static struct interval floor_of(const struct row_ctx *r, int32_t b, int *needs_terms) {
+  const float x = r->ref[b];
+  const int fixed = x != x || x == -INFINITY || is_forced(b, r->n, r->init, r->local);
+  const double t[2] = {fixed ? 0.0 : m3idx__verify_a_floor(x, r->scale), 0.0};
+  *needs_terms = !fixed;
+  return tight(r, b, t);
+}
+
+/* Block b's interval, or NULL-like (ok = 0) while its terms are asked for. */
+static int interval_at(const struct row_ctx *r, int32_t b, struct interval *out, int *pending) {
+  int needs;
+  *out = floor_of(r, b, &needs);
+  if (!needs)
+    return 1;
+  const double *t = terms_of(r->v, r->hr, b, pending);
+  if (t == NULL)
+    return 0;
+  *out = tight(r, b, t);
+  return 1;
+}
 
 /* The structural checks of SPEC section 13: reason or NONE. */
 static int32_t structure(const struct row_ctx *r, m3idx_verify_row *out) {
@@ -153,92 +220,242 @@ static int32_t structure(const struct row_ctx *r, m3idx_verify_row *out) {
   return M3IDX_REASON_NONE;
 }
 
-static void verify_row(const struct row_ctx *r, m3idx_verify_row *out, double *max_dev) {
+static double rank_of_score(float f) {
+  const double s = f;
+  return s != s ? NAN_RANK : s == -INFINITY ? NEG_INF_RANK : s > CLAMP_MAX ? CLAMP_MAX : s;
+}
+
+/* The candidate's scores: *bad the first block outside its interval (or
+ * -1), *dev_known the largest deviation known.  Deviations only bounded
+ * from above (by the floor) ask for terms when the bound exceeds the
+ * largest known: the call's largest deviation is then exact. */
+static void check_scores(const struct row_ctx *r, int want_inside, int32_t *bad, float *bad_dev,
+                         double *dev_known, int *pending) {
+  *bad = -1;
+  int32_t top = -1;
+  double top_ub = 0.0;
+  for (int32_t b = 0; b < r->n; b++) {
+    if (is_forced(b, r->n, r->init, r->local))
+      continue;
+    int needs;
+    const struct interval f = floor_of(r, b, &needs);
+    const double s = rank_of_score(r->cand_scores[b]);
+    const double ub = s == f.x ? 0.0 : f.e > 0.0 ? fabs(s - f.x) / f.e : INFINITY;
+    const int surely_inside = s >= f.lo && s <= f.hi;
+    const int64_t at = r->hr * r->v->width + b;
+    struct interval v = f;
+    if (needs && r->v->known[at] == 2)
+      v = tight(r, b, r->v->terms + 2 * at);
+    else if (needs && ub > 0.0) {
+      /* Terms unknown: ask when the verdict or the largest deviation may
+         depend on them (the first round asks for the row's largest only). */
+      const int for_dev = ub > r->v->max_dev;
+      if ((want_inside && !surely_inside) || (for_dev && r->v->round > 0))
+        (void)terms_of(r->v, r->hr, b, pending);
+      else if (for_dev) {
+        *pending = 1;
+        if (ub > top_ub) {
+          top_ub = ub;
+          top = b;
+        }
+      }
+      continue;
+    }
+    const double dev = s == v.x ? 0.0 : v.e > 0.0 ? fabs(s - v.x) / v.e : INFINITY;
+    *dev_known = dev > *dev_known ? dev : *dev_known;
+    if ((s < v.lo || s > v.hi) && *bad < 0) {
+      *bad = b;
+      *bad_dev = (float)dev;
+    }
+  }
+  if (top >= 0)
+    (void)terms_of(r->v, r->hr, top, pending);
+}
+
+/* Decide the row, or leave it pending (0) with the terms it needs asked
+ * for.  The verdict is the one every block's terms would give: only
+ * blocks whose interval can change it are looked at. */
+static int verify_row(const struct row_ctx *r, m3idx_verify_row *out, double *dev_known) {
   memset(out, 0, sizeof *out);
   out->slot = -1;
   out->block_a = out->block_b = -1;
+  *dev_known = 0.0;
+  int pending = 0;
   const int32_t count = r->n < M3IDX_TOPK ? r->n : M3IDX_TOPK;
-  for (int32_t b = 0; b < r->n; b++)
-    r->iv[b] = interval_of(r->ref[b], is_forced(b, r->n, r->init, r->local),
-                           r->terms + 2 * (int64_t)b, r->amax, r->scale, r->o);
   int32_t reason = structure(r, out);
-  /* Candidate scores: the clamped, unpinned score of every block that is
-     not forced, within its interval. */
+  const int differs = memcmp(r->cand, r->ref_ids, sizeof(int32_t) * M3IDX_TOPK) != 0;
   int32_t bad_score = -1;
   float bad_dev = 0.0f;
-  if (r->cand_scores != NULL) {
-    for (int32_t b = 0; b < r->n; b++) {
-      if (is_forced(b, r->n, r->init, r->local))
+  if (r->cand_scores != NULL)
+    check_scores(r, reason == M3IDX_REASON_NONE, &bad_score, &bad_dev, dev_known, &pending);
+  if (reason == M3IDX_REASON_NONE && differs) {
+    /* The set: the taken block of the lowest possible best against the
+       left-out block of the highest possible worst; a left-out block can
+       beat a taken one only if its score is above that one's top. */
+    struct interval taken[M3IDX_TOPK], iv_a, iv_b;
+    int have = 1;
+    for (int32_t j = 0; j < count; j++)
+      have &= interval_at(r, r->cand[j], &taken[j], &pending);
+    if (!have)
+      return 0;
+    int32_t a = -1, ja = -1, b = -1;
+    for (int32_t j = 0; j < count; j++)
+      if (a < 0 || taken[j].hi < taken[ja].hi) {
+        a = r->cand[j];
+        ja = j;
+      }
+    iv_a = taken[ja];
+    for (int32_t k = 0; k < r->n; k++) {
+      if (!(rank_of_score(r->ref[k]) > iv_a.hi))
         continue;
-      const struct interval *v = &r->iv[b];
-      double s = r->cand_scores[b];
-      s = s != s ? NAN_RANK : s == -INFINITY ? NEG_INF_RANK : s > CLAMP_MAX ? CLAMP_MAX : s;
-      const double dev = s == v->x ? 0.0 : v->e > 0.0 ? fabs(s - v->x) / v->e : INFINITY;
-      *max_dev = dev > *max_dev ? dev : *max_dev;
-      if ((s < v->lo || s > v->hi) && bad_score < 0) {
-        bad_score = b;
-        bad_dev = (float)dev;
+      int is_taken = 0;
+      for (int32_t j = 0; j < count; j++)
+        is_taken |= r->cand[j] == k;
+      struct interval iv;
+      if (is_taken || !interval_at(r, k, &iv, &pending))
+        continue;
+      if (b < 0 || iv.lo > iv_b.lo) {
+        b = k;
+        iv_b = iv;
       }
     }
-  }
-  if (reason == M3IDX_REASON_NONE) {
-    if (memcmp(r->cand, r->ref_ids, sizeof(int32_t) * M3IDX_TOPK) != 0) {
-      /* The set: the taken block of the lowest possible best against the
-         left-out block of the highest possible worst. */
-      int32_t a = -1, b = -1;
-      for (int32_t j = 0; j < count; j++)
-        if (a < 0 || r->iv[r->cand[j]].hi < r->iv[a].hi)
-          a = r->cand[j];
-      for (int32_t k = 0; k < r->n; k++) {
-        if (b >= 0 && r->iv[k].lo <= r->iv[b].lo)
-          continue;
-        int taken = 0;
-        for (int32_t j = 0; j < count; j++)
-          taken |= r->cand[j] == k;
-        if (!taken)
-          b = k;
-      }
-      if (b >= 0 && r->iv[b].lo > r->iv[a].hi) {
-        reason = M3IDX_REASON_SET;
-        out->block_a = a;
-        out->block_b = b;
-        out->gap = gap_of(&r->iv[a], &r->iv[b]);
-      } else if (r->o->order == M3IDX_ORDER_DESC) {
-        for (int32_t j = 0; j + 1 < count; j++) {
-          const struct interval *x = &r->iv[r->cand[j]], *y = &r->iv[r->cand[j + 1]];
-          if (y->lo > x->hi) {
-            reason = M3IDX_REASON_ORDER;
-            out->slot = j;
-            out->block_a = r->cand[j];
-            out->block_b = r->cand[j + 1];
-            out->gap = gap_of(x, y);
-            break;
-          }
+    if (pending)
+      return 0;
+    if (b >= 0 && iv_b.lo > iv_a.hi) {
+      reason = M3IDX_REASON_SET;
+      out->block_a = a;
+      out->block_b = b;
+      out->gap = gap_of(&iv_a, &iv_b);
+    } else if (r->o->order == M3IDX_ORDER_DESC) {
+      for (int32_t j = 0; j + 1 < count; j++) {
+        const struct interval *x = &taken[j], *y = &taken[j + 1];
+        if (y->lo > x->hi) {
+          reason = M3IDX_REASON_ORDER;
+          out->slot = j;
+          out->block_a = r->cand[j];
+          out->block_b = r->cand[j + 1];
+          out->gap = gap_of(x, y);
+          break;
         }
       }
     }
-    if (reason == M3IDX_REASON_NONE && bad_score >= 0) {
-      reason = M3IDX_REASON_SCORE;
-      out->block_a = bad_score;
-      out->gap = bad_dev;
-    }
+  }
+  if (pending)
+    return 0;
+  if (reason == M3IDX_REASON_NONE && bad_score >= 0) {
+    reason = M3IDX_REASON_SCORE;
+    out->block_a = bad_score;
+    out->gap = bad_dev;
   }
   out->reason = reason;
   out->verdict = reason != M3IDX_REASON_NONE ? M3IDX_VERDICT_WRONG
-               : memcmp(r->cand, r->ref_ids, sizeof(int32_t) * M3IDX_TOPK) == 0
-                   ? M3IDX_VERDICT_EXACT
-                   : M3IDX_VERDICT_EQUIVALENT;
+               : !differs                   ? M3IDX_VERDICT_EXACT
+                                            : M3IDX_VERDICT_EQUIVALENT;
+  return 1;
 }
 
-static double row_amax(const m3idx_query *q, int64_t first) {
+static double row_amax(const void *query, m3idx_dtype dtype, int64_t first) {
   double m = 0.0;
   for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
-    const double v = fabs((double)(q->dtype == M3IDX_DTYPE_BF16
-                                       ? m3idx__bf16_value(((const uint16_t *)q->data)[first + d])
-                                       : m3idx__e4m3_value(((const uint8_t *)q->data)[first + d])));
+    const double v = fabs((double)(dtype == M3IDX_DTYPE_BF16
+                                       ? m3idx__bf16_value(((const uint16_t *)query)[first + d])
+                                       : m3idx__e4m3_value(((const uint8_t *)query)[first + d])));
     m = v > m || v != v ? v : m;
   }
   return m;
+}
+
+/* The call's buffers on the host: the caller's own where the library may
+ * read them, else copies (M3IDX_STAGE_FETCH).  owned[] is freed after. */
+struct host_view {
+  const int32_t *seq_lens, *cu, *context_lens, *block_table, *cand;
+  const void *query;
+  const float *cand_scores;
+  void *owned[7];
+  int n_owned;
+};
+
+static m3idx_status fetch(m3idx_context *ctx, struct host_view *h, const void *src,
+                          int64_t bytes, const char *what, const void **out) {
+  if (ctx->host_visible || src == NULL) {
+    *out = src;
+    return M3IDX_OK;
+  }
+  void *dst = malloc(bytes > 0 ? (size_t)bytes : 1);
+  if (dst == NULL)
+    return m3idx__fail(ctx, M3IDX_ERR_NO_MEMORY, "no memory for a host copy of %s (%lld bytes)",
+                       what, (long long)bytes);
+  h->owned[h->n_owned++] = dst;
+  *out = dst;
+  struct m3idx_call f = {.stage = M3IDX_STAGE_FETCH};
+  f.fetch_src = src;
+  f.fetch_dst = dst;
+  f.fetch_bytes = bytes;
+  struct m3idx_errbuf err;
+  err.msg[0] = '\0';
+  return m3idx__backend_failed(ctx, ctx->ops->run(ctx->state, &f, &err), &err);
+}
+
+/* Fill h from the checked call c, and check what only the host copies
+ * show (lengths, page ids) as a host-pointer call would. */
+static m3idx_status host_view_of(m3idx_context *ctx, const m3idx_batch *batch,
+                                 const m3idx_kcache *kcache, const struct m3idx_call *c,
+                                 const int32_t *candidate, const float *cand_scores,
+                                 struct host_view *h, struct m3idx_call *hc) {
+  const int64_t pairs = (int64_t)c->num_heads * c->num_rows;
+  const int prefill = c->mode == M3IDX_MODE_PREFILL;
+  const int64_t qbytes = pairs * M3IDX_HEAD_DIM * (c->query_dtype == M3IDX_DTYPE_BF16 ? 2 : 1);
+  m3idx_status st = M3IDX_OK;
+#define FETCH(src, bytes, what, out)                                                    \
+  do {                                                                                  \
+    const void *p_;                                                                     \
+    if (st == M3IDX_OK)                                                                 \
+      st = fetch(ctx, h, (src), (bytes), (what), &p_);                                 \
+    (out) = st == M3IDX_OK ? p_ : NULL;                                                 \
+  } while (0)
+  FETCH(c->seq_lens, (int64_t)c->num_reqs * 4, "batch->seq_lens", h->seq_lens);
+  FETCH(prefill ? c->cu_seqlens_q : NULL, (int64_t)(c->num_reqs + 1) * 4, "batch->cu_seqlens_q",
+        h->cu);
+  FETCH(prefill ? c->context_lens : NULL, (int64_t)c->num_reqs * 4, "batch->context_lens",
+        h->context_lens);
+  FETCH(c->block_table, (int64_t)c->num_reqs * c->bt_stride * 4, "kcache->block_table",
+        h->block_table);
+  FETCH(c->query, qbytes, "query->data", h->query);
+  FETCH(candidate, pairs * M3IDX_TOPK * 4, "candidate", h->cand);
+  FETCH(cand_scores, pairs > 0 ? ((pairs - 1) * c->score_stride + c->width) * 4 : 0,
+        "candidate_scores", h->cand_scores);
+#undef FETCH
+  if (st != M3IDX_OK || ctx->host_visible) {
+    *hc = *c;
+    return st;
+  }
+  /* The copies are host memory: check their values as for host pointers. */
+  m3idx_batch hb = *batch;
+  hb.seq_lens = h->seq_lens;
+  hb.cu_seqlens_q = prefill ? h->cu : batch->cu_seqlens_q;
+  hb.context_lens = prefill ? h->context_lens : batch->context_lens;
+  m3idx_kcache hk = *kcache;
+  hk.block_table = h->block_table;
+  *hc = *c;
+  ctx->host_visible = 1;
+  st = m3idx__check_batch(ctx, &hb, 0, hc);
+  if (st == M3IDX_OK)
+    st = m3idx__check_kcache(ctx, &hk, hc);
+  ctx->host_visible = 0;
+  return st;
+}
+
+/* The bound's terms of the items asked for, on the backend. */
+static m3idx_status run_bounds(m3idx_context *ctx, struct verify *v, const struct m3idx_call *c,
+                               double *out) {
+  struct m3idx_call b = *c;
+  b.stage = M3IDX_STAGE_BOUND;
+  b.bound_items = v->items;
+  b.bound_count = v->n_items;
+  b.bound_terms = out;
+  struct m3idx_errbuf err;
+  err.msg[0] = '\0';
+  return m3idx__backend_failed(ctx, ctx->ops->run(ctx->state, &b, &err), &err);
 }
 
 m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
@@ -247,7 +464,7 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
                                const int32_t *candidate, const float *candidate_scores,
                                int64_t score_stride, const m3idx_verify_options *opts,
                                m3idx_verify_row *rows, m3idx_verify_summary *summary) {
-  struct m3idx_call c = {.stage = M3IDX_STAGE_BOUND};
+  struct m3idx_call c = {.stage = M3IDX_STAGE_FUSED};
   m3idx_verify_options o;
   if (ctx == NULL)
     return m3idx__fail(NULL, M3IDX_ERR_NULL_POINTER, "ctx is NULL");
@@ -267,12 +484,7 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
     st = check_options(ctx, opts, &o);
   if (st != M3IDX_OK)
     return st;
-  if (!ctx->host_visible)
-    return m3idx__fail(ctx, M3IDX_ERR_UNSUPPORTED,
-                       "m3idx_verify_topk reads the batch on the host: use a CPU context or "
-                       "M3IDX_FLAG_HOST_POINTERS");
   const int64_t pairs = (int64_t)c.num_heads * c.num_rows, width = c.width;
-  const int64_t stride = candidate_scores ? c.score_stride : width;
   m3idx_verify_summary sum = {0};
   sum.rows = pairs;
   if (pairs == 0) {
@@ -280,62 +492,129 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
       *summary = sum;
     return M3IDX_OK;
   }
+  struct host_view h = {0};
+  struct m3idx_call hc;
   float *ref = malloc(sizeof(float) * (size_t)(pairs * width));
   int32_t *ref_ids = malloc(sizeof(int32_t) * (size_t)(pairs * M3IDX_TOPK));
   double *terms = malloc(sizeof(double) * 2 * (size_t)(pairs * width));
-  struct interval *iv = malloc(sizeof *iv * (size_t)width);
+  double *amax = malloc(sizeof(double) * (size_t)pairs);
+  double *row_dev = calloc((size_t)pairs, sizeof(double));
+  uint8_t *known = calloc((size_t)(pairs * width), 1);
+  uint8_t *done = calloc((size_t)pairs, 1);
   int32_t *pos = malloc(sizeof(int32_t) * (size_t)c.num_rows);
+  int32_t *req = malloc(sizeof(int32_t) * (size_t)c.num_rows);
   m3idx_verify_row *verdicts = malloc(sizeof *verdicts * (size_t)pairs);
-  if (!ref || !ref_ids || !terms || !iv || !pos || !verdicts) {
+  struct verify v = {0};
+  v.cap_items = pairs * width < ((int64_t)1 << 20) ? pairs * width : (int64_t)1 << 20;
+  v.items = malloc(sizeof(int32_t) * 3 * (size_t)v.cap_items);
+  v.item_at = malloc(sizeof(int64_t) * (size_t)v.cap_items);
+  double *item_terms = malloc(sizeof(double) * 2 * (size_t)v.cap_items);
+  if (!ref || !ref_ids || !terms || !amax || !row_dev || !known || !done || !pos || !req ||
+      !verdicts || !v.items || !v.item_at || !item_terms) {
     st = m3idx__fail(ctx, M3IDX_ERR_NO_MEMORY, "no memory to verify %lld rows of %lld blocks",
                      (long long)pairs, (long long)width);
     goto out;
   }
-  st = c.mode == M3IDX_MODE_DECODE
-           ? m3idx_index_topk_decode(ctx, batch, query, kcache, init_blocks, local_blocks,
-                                     NULL, 0, ref_ids, ref, width)
-           : m3idx_index_topk_prefill(ctx, batch, query, kcache, init_blocks, local_blocks,
-                                      ref_ids, ref, width);
+  st = host_view_of(ctx, batch, kcache, &c, candidate, candidate_scores, &h, &hc);
   if (st != M3IDX_OK)
     goto out;
-  c.bound_terms = terms;
-  struct m3idx_errbuf err;
-  err.msg[0] = '\0';
-  st = m3idx__backend_failed(ctx, ctx->ops->run(ctx->state, &c, &err), &err);
-  if (st != M3IDX_OK)
-    goto out;
-  m3idx__row_positions(&c, pos);
+  /* The exact scores and top-k, into host buffers on every backend. */
+  c.scores = ref;
+  c.score_stride = width;
+  c.topk = ref_ids;
+  c.host_outputs = 1;
+  {
+    struct m3idx_errbuf err;
+    err.msg[0] = '\0';
+    st = m3idx__backend_failed(ctx, ctx->ops->run(ctx->state, &c, &err), &err);
+    if (st != M3IDX_OK)
+      goto out;
+  }
+  m3idx__row_positions(&hc, pos);
+  for (int32_t r = 0, row = 0; r < c.num_reqs; r++) {
+    const int32_t end = c.mode == M3IDX_MODE_DECODE ? (r + 1) * c.query_len : hc.cu_seqlens_q[r + 1];
+    for (; row < end; row++)
+      req[row] = r;
+  }
   for (int64_t hr = 0; hr < pairs; hr++) {
-    const int32_t h = (int32_t)(hr / c.num_rows), row = (int32_t)(hr % c.num_rows);
-    struct row_ctx r = {
-        .cand = candidate + hr * M3IDX_TOPK,
-        .ref_ids = ref_ids + hr * M3IDX_TOPK,
-        .ref = ref + hr * width,
-        .cand_scores = candidate_scores ? candidate_scores + hr * stride : NULL,
-        .terms = terms + 2 * hr * width,
-        .n = pos[row] / M3IDX_BLOCK_SIZE + 1,
-        .init = init_blocks,
-        .local = local_blocks,
-        .amax = row_amax(query, ((int64_t)row * c.num_heads + h) * M3IDX_HEAD_DIM),
-        .scale = query->scale,
-        .o = &o,
-        .iv = iv,
-    };
-    verify_row(&r, &verdicts[hr], &sum.max_score_deviation);
+    const int32_t hd = (int32_t)(hr / c.num_rows), row = (int32_t)(hr % c.num_rows);
+    amax[hr] = row_amax(h.query, c.query_dtype, ((int64_t)row * c.num_heads + hd) * M3IDX_HEAD_DIM);
+  }
+  v.c = &hc;
+  v.pos = pos;
+  v.req = req;
+  v.width = width;
+  v.terms = terms;
+  v.known = known;
+  for (v.round = 0;; v.round++) {
+    /* The largest deviation known decides which deviations need terms. */
+    for (int64_t hr = 0; hr < pairs; hr++)
+      v.max_dev = row_dev[hr] > v.max_dev ? row_dev[hr] : v.max_dev;
+    v.n_items = 0;
+    int64_t open = 0;
+    for (int64_t hr = 0; hr < pairs; hr++) {
+      if (done[hr])
+        continue;
+      const int32_t row = (int32_t)(hr % c.num_rows);
+      const struct row_ctx r = {
+          .v = &v,
+          .hr = hr,
+          .cand = h.cand + hr * M3IDX_TOPK,
+          .ref_ids = ref_ids + hr * M3IDX_TOPK,
+          .ref = ref + hr * width,
+          .cand_scores = h.cand_scores ? h.cand_scores + hr * c.score_stride : NULL,
+          .n = pos[row] / M3IDX_BLOCK_SIZE + 1,
+          .init = init_blocks,
+          .local = local_blocks,
+          .amax = amax[hr],
+          .scale = query->scale,
+          .o = &o,
+      };
+      done[hr] = (uint8_t)verify_row(&r, &verdicts[hr], &row_dev[hr]);
+      open += !done[hr];
+    }
+    if (open == 0)
+      break;
+    if (v.n_items == 0) /* cannot happen; if it did, every block's terms end it */
+      for (int64_t hr = 0; hr < pairs; hr++)
+        for (int32_t b = 0; !done[hr] && b <= pos[hr % c.num_rows] / M3IDX_BLOCK_SIZE; b++) {
+          int ignored;
+          (void)terms_of(&v, hr, b, &ignored);
+        }
+    st = run_bounds(ctx, &v, &c, item_terms);
+    if (st != M3IDX_OK)
+      goto out;
+    for (int64_t i = 0; i < v.n_items; i++) {
+      memcpy(terms + 2 * v.item_at[i], item_terms + 2 * i, 2 * sizeof(double));
+      known[v.item_at[i]] = 2;
+    }
+  }
+  for (int64_t hr = 0; hr < pairs; hr++) {
     sum.exact += verdicts[hr].verdict == M3IDX_VERDICT_EXACT;
     sum.equivalent += verdicts[hr].verdict == M3IDX_VERDICT_EQUIVALENT;
     sum.wrong += verdicts[hr].verdict == M3IDX_VERDICT_WRONG;
+    sum.max_score_deviation =
+        row_dev[hr] > sum.max_score_deviation ? row_dev[hr] : sum.max_score_deviation;
   }
   if (rows)
     memcpy(rows, verdicts, sizeof *verdicts * (size_t)pairs);
   if (summary)
     *summary = sum;
 out:
+  for (int i = 0; i < h.n_owned; i++)
+    free(h.owned[i]);
   free(ref);
   free(ref_ids);
   free(terms);
-  free(iv);
+  free(amax);
+  free(row_dev);
+  free(known);
+  free(done);
   free(pos);
+  free(req);
   free(verdicts);
+  free(v.items);
+  free(v.item_at);
+  free(item_terms);
   return st;
 }

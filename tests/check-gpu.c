@@ -9,6 +9,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,128 @@ static void device_vs_cpu(struct test_case *tc, void *arg) {
   results_free(&cpu);
   case_free(tc);
 }
+
+/* ---- verification: the same verdicts, bit for bit ------------------------ */
+
+/* A candidate near m3idx's: every score one ulp up or down (seeded), ids
+ * from them, and on every fifth row a block swapped in from past the
+ * cut (wrong, or a near tie) so that every verdict shows up. */
+static void near_candidate(m3idx_context *c, const struct test_case *tc, int64_t w,
+                           float *scores, int32_t *ids) {
+  const int64_t pairs = (int64_t)tc->batch.num_heads * tc->batch.num_rows;
+  float *pinned = malloc(sizeof(float) * (size_t)(pairs * w));
+  ck_assert_int_eq(tc->batch.mode == M3IDX_MODE_DECODE
+                       ? m3idx_score_decode(c, &tc->batch, &tc->query, &tc->kcache, NULL, 0,
+                                            scores, w)
+                       : m3idx_score_prefill(c, &tc->batch, &tc->query, &tc->kcache, scores, w),
+                   M3IDX_OK);
+  uint64_t x = 0x9e3779b97f4a7c15ull ^ (uint64_t)pairs;
+  for (int64_t i = 0; i < pairs * w; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    if (scores[i] == scores[i] && fabsf(scores[i]) < 1e30f)
+      scores[i] = nextafterf(scores[i], x & 1 ? INFINITY : -INFINITY);
+  }
+  memcpy(pinned, scores, sizeof(float) * (size_t)(pairs * w));
+  ck_assert_int_eq(m3idx_pin_forced_blocks(c, &tc->batch, tc->init_blocks, tc->local_blocks,
+                                           pinned, w), M3IDX_OK);
+  ck_assert_int_eq(m3idx_topk_from_scores(c, &tc->batch, pinned, w, ids), M3IDX_OK);
+  for (int64_t hr = 0; hr < pairs; hr += 5)
+    if (ids[hr * 16 + 15] >= 0) {
+      const int32_t last = ids[hr * 16 + 15];
+      ids[hr * 16 + 15] = -1;
+      for (int32_t b = 0; b < w && ids[hr * 16 + 15] < 0; b++) {
+        int in = b == last;
+        for (int j = 0; j < 15; j++)
+          in |= ids[hr * 16 + j] == b;
+        if (!in && pinned[hr * w + b] == pinned[hr * w + b] && pinned[hr * w + b] > -INFINITY)
+          ids[hr * 16 + 15] = b;
+      }
+      if (ids[hr * 16 + 15] < 0)
+        ids[hr * 16 + 15] = last;
+    }
+  free(pinned);
+}
+
+static void verify_hip_vs_cpu(struct test_case *tc, const m3idx_verify_options *o) {
+  const int64_t pairs = (int64_t)tc->batch.num_heads * tc->batch.num_rows;
+  const int64_t w = oracle_width(&tc->oc);
+  float *scores = malloc(sizeof(float) * (size_t)(pairs * w));
+  int32_t *ids = malloc(sizeof(int32_t) * 16 * (size_t)pairs);
+  m3idx_verify_row *rows[3];
+  m3idx_verify_summary sum[3];
+  m3idx_context *c = make_ctx(tc, M3IDX_BACKEND_CPU, 0, NULL);
+  near_candidate(c, tc, w, scores, ids);
+  for (int k = 0; k < 3; k++) {
+    rows[k] = malloc(sizeof **rows * (size_t)pairs);
+    memset(rows[k], 0x77, sizeof **rows * (size_t)pairs);
+  }
+  ck_assert_msg(m3idx_verify_topk(c, &tc->batch, &tc->query, &tc->kcache, tc->init_blocks,
+                                  tc->local_blocks, ids, scores, w, o, rows[0], &sum[0]) ==
+                    M3IDX_OK, "cpu: %s", m3idx_last_error(c));
+  m3idx_context_destroy(c);
+  /* Host pointers on the GPU. */
+  m3idx_context *g = make_ctx(tc, M3IDX_BACKEND_HIP, M3IDX_FLAG_HOST_POINTERS, NULL);
+  ck_assert_msg(m3idx_verify_topk(g, &tc->batch, &tc->query, &tc->kcache, tc->init_blocks,
+                                  tc->local_blocks, ids, scores, w, o, rows[1], &sum[1]) ==
+                    M3IDX_OK, "hip, host pointers: %s", m3idx_last_error(g));
+  m3idx_context_destroy(g);
+  /* Device pointers: the candidate too is read where it is. */
+  void *stream = NULL;
+  DT(dt->stream_create(&stream, err, sizeof err));
+  g = make_ctx(tc, M3IDX_BACKEND_HIP, 0, stream);
+  struct dev_case d;
+  upload(tc, &d);
+  struct dbuf cand, cand_s;
+  dbuf_make(&cand, ids, sizeof(int32_t) * 16 * (size_t)pairs);
+  dbuf_make(&cand_s, scores, sizeof(float) * (size_t)(pairs * w));
+  ck_assert_msg(m3idx_verify_topk(g, &d.batch, &d.query_d, &d.kcache, tc->init_blocks,
+                                  tc->local_blocks, cand.p, cand_s.p, w, o, rows[2], &sum[2]) ==
+                    M3IDX_OK, "hip, device pointers: %s", m3idx_last_error(g));
+  for (int k = 1; k < 3; k++) {
+    ck_assert_msg(memcmp(&sum[k], &sum[0], sizeof sum[0]) == 0,
+                  "%s: summary %lld/%lld/%lld max %a, cpu %lld/%lld/%lld max %a",
+                  k == 1 ? "host pointers" : "device pointers", (long long)sum[k].exact,
+                  (long long)sum[k].equivalent, (long long)sum[k].wrong,
+                  sum[k].max_score_deviation, (long long)sum[0].exact,
+                  (long long)sum[0].equivalent, (long long)sum[0].wrong,
+                  sum[0].max_score_deviation);
+    ck_assert_int_eq(memcmp(rows[k], rows[0], sizeof **rows * (size_t)pairs), 0);
+  }
+  printf("verify %s: %lld exact, %lld equivalent, %lld wrong, largest deviation %.3g: the "
+         "same on the GPU\n", tc->batch.mode == M3IDX_MODE_DECODE ? "decode" : "prefill",
+         (long long)sum[0].exact, (long long)sum[0].equivalent, (long long)sum[0].wrong,
+         sum[0].max_score_deviation);
+  dbuf_free(&cand);
+  dbuf_free(&cand_s);
+  release(&d);
+  m3idx_context_destroy(g);
+  dt->stream_destroy(stream);
+  for (int k = 0; k < 3; k++)
+    free(rows[k]);
+  free(scores);
+  free(ids);
+}
+
+START_TEST(verify_same_verdicts) {
+  static const int32_t lens[] = {2500, 129, 700, 4000, 9000};
+  static const int32_t ctx[] = {0, 1500, 300}, q[] = {40, 30, 9};
+  m3idx_verify_options e4m3;
+  m3idx_verify_options_init(&e4m3);
+  e4m3.query_rounding = M3IDX_QUERY_ROUNDING_E4M3;
+  e4m3.order = M3IDX_ORDER_ANY;
+  for (int i = 0; i < 6; i++) {
+    const int flavor = i % 3 == 0 ? FLAVOR_TIES : i % 3 == 1 ? FLAVOR_PLAIN : FLAVOR_SPECIAL;
+    const m3idx_dtype dt_q = i % 2 ? M3IDX_DTYPE_E4M3 : M3IDX_DTYPE_BF16;
+    struct test_case *tc = i % 2 ? case_prefill(9100u + (uint64_t)i, flavor, 2, dt_q, 3, ctx, q)
+                                 : case_decode(9100u + (uint64_t)i, flavor, 3, 2, dt_q, 5, lens);
+    case_set_forced(tc, i % 3 == 0 ? 1 : 0, 1);
+    verify_hip_vs_cpu(tc, i >= 4 ? &e4m3 : NULL);
+    case_free(tc);
+  }
+}
+END_TEST
 
 START_TEST(device_pointers) {
   /* A few patterns, each case through device buffers. */
@@ -449,6 +572,7 @@ int main(void) {
   tcase_add_loop_test(t, pattern_hip_vs_cpu, 0, patterns_total());
   tcase_add_loop_test(t, device_pointers, 0, 2);
   tcase_add_test(t, graph_replay);
+  tcase_add_test(t, verify_same_verdicts);
   tcase_add_test(t, device_bad_input);
   tcase_add_test(t, device_call_failure);
   tcase_add_test(t, fast_path_guard);

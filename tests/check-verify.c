@@ -13,6 +13,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "cases.h"
 #include "suite-main.h"
+#include "verify-rules.h"
 
 /* How a candidate sums a key's 128 fp32 products. */
 enum order { NATURAL, REVERSED, PAIRWISE, SHUFFLED, BLOCKED, FP64, DROP_GROUP, ORDERS };
@@ -230,6 +232,170 @@ static void one_page_a_request(struct test_case *tc) {
   }
 }
 
+static int row_blocks(const struct run *x, int64_t hr) {
+  return oracle_row_blocks(&x->tc->oc, (int)(hr % x->tc->batch.num_rows));
+}
+/* ---- every block's terms: the definition the library evaluates lazily ---- */
+
+/* Row hr's block b interval from every term (the rule's own functions),
+ * the straightforward full scan of SPEC section 13 over it. */
+struct iv {
+  double lo, hi, x, e;
+};
+
+static struct iv full_interval(const struct run *x, int64_t hr, int32_t b, int n,
+                               const m3idx_verify_options *o, const float *ref, double *terms) {
+  const struct test_case *tc = x->tc;
+  const int row = (int)(hr % tc->batch.num_rows), h = (int)(hr / tc->batch.num_rows);
+  const int r = tc->batch.mode == M3IDX_MODE_DECODE ? row / tc->batch.query_len : 0;
+  int req = r;
+  if (tc->batch.mode == M3IDX_MODE_PREFILL)
+    while (tc->batch.cu_seqlens_q[req + 1] <= row)
+      req++;
+  const float xr = ref[b];
+  struct iv v = {0, 0, xr, 0};
+  const int forced = b < tc->init_blocks || b >= n - tc->local_blocks;
+  if (xr != xr) {
+    v.lo = v.hi = v.x = -INFINITY;
+    return v;
+  }
+  if (forced || xr == -INFINITY) {
+    v.lo = v.hi = v.x = xr == -INFINITY ? -DBL_MAX : (double)xr;
+    return v;
+  }
+  float q[128];
+  double amax = 0.0;
+  float famax = 0.0f;
+  for (int d = 0; d < 128; d++) {
+    const int64_t i = ((int64_t)row * tc->batch.num_heads + h) * 128 + d;
+    q[d] = tc->query.dtype == M3IDX_DTYPE_BF16 ? oracle_bf16(((const uint16_t *)tc->query.data)[i])
+                                               : oracle_e4m3(((const uint8_t *)tc->query.data)[i]);
+    amax = fabs((double)q[d]) > amax || q[d] != q[d] ? fabs((double)q[d]) : amax;
+    famax = fabsf(q[d]) > famax || q[d] != q[d] ? fabsf(q[d]) : famax;
+  }
+  const int32_t sh = m3idx__verify_shift(famax);
+  uint32_t qi[128];
+  for (int d = 0; d < 128; d++)
+    qi[d] = sh == M3IDX_VERIFY_NO_SHIFT ? 0 : m3idx__verify_query_int(q[d], sh);
+  const int pos = oracle_row_pos(&tc->oc, row);
+  const int keys = pos - 128 * b + 1 < 128 ? pos - 128 * b + 1 : 128;
+  const uint8_t *page = tc->kcache.pages +
+                        (int64_t)tc->block_table[(int64_t)req * tc->kcache.bt_stride + b] * M3IDX_PAGE_BYTES;
+  m3idx__verify_block_terms(qi, sh, page, keys, terms);
+  /* The terms are never below the truth: each key's sum |q k| in fp64
+     (exact for these cases, whose products span few binades). */
+  for (int t = 0; t < keys; t++) {
+    if (m3idx__key_spread(page + 8192 + 4 * t) == 255)
+      continue;
+    double a = 0.0;
+    for (int d = 0; d < 128; d++) {
+      const uint8_t byte = page[64 * t + d / 2];
+      a += fabs((double)q[d]) * fabs((double)oracle_e2m1(d % 2 ? byte >> 4 : byte & 15u)) *
+           (double)oracle_e8m0(page[8192 + 4 * t + d / 32]);
+    }
+    ck_assert_msg(a <= terms[0], "block %d key %d: sum |q k| %a above the term %a", b, t, a,
+                  terms[0]);
+  }
+  const double e = m3idx__verify_bound(terms[0], terms[1], amax, tc->query.scale,
+                                       o->query_rounding, xr, o->tolerance_rel,
+                                       o->tolerance_ulps);
+  v.e = (m3idx__verify_half_ulp(xr) + e) * (1.0 + 0x1p-20);
+  v.lo = (double)xr - v.e;
+  v.hi = (double)xr + v.e < 0x1.43e1eep+96 ? (double)xr + v.e : 0x1.43e1eep+96;
+  return v;
+}
+
+/* The verdicts with every block's terms, set, order and scores as SPEC
+ * section 13 states them; rows the structure rejects are left out. */
+static void every_term_matches(struct run *x, int with_scores, const m3idx_verify_options *o) {
+  const struct test_case *tc = x->tc;
+  const int64_t pairs = (int64_t)tc->batch.num_heads * tc->batch.num_rows, w = x->width;
+  m3idx_verify_options dflt;
+  m3idx_verify_options_init(&dflt);
+  o = o ? o : &dflt;
+  float *ref = calloc((size_t)(pairs * w), sizeof(float));
+  int32_t *ref_ids = calloc((size_t)(pairs * 16), sizeof(int32_t));
+  struct iv *ivs = calloc((size_t)w, sizeof *ivs);
+  ck_assert_int_eq(tc->batch.mode == M3IDX_MODE_DECODE
+                       ? m3idx_index_topk_decode(x->ctx, &tc->batch, &tc->query, &tc->kcache,
+                                                 tc->init_blocks, tc->local_blocks, NULL, 0,
+                                                 ref_ids, ref, w)
+                       : m3idx_index_topk_prefill(x->ctx, &tc->batch, &tc->query, &tc->kcache,
+                                                  tc->init_blocks, tc->local_blocks, ref_ids,
+                                                  ref, w),
+                   M3IDX_OK);
+  double max_dev = 0.0;
+  for (int64_t hr = 0; hr < pairs; hr++) {
+    const int n = row_blocks(x, hr), count = n < 16 ? n : 16;
+    double t[2];
+    for (int b = 0; b < n; b++)
+      ivs[b] = full_interval(x, hr, b, n, o, ref + hr * w, t);
+    const int32_t *ids = x->ids + hr * 16;
+    const m3idx_verify_row *got = &x->rows[hr];
+    int bad = -1;
+    double bad_dev = 0.0;
+    for (int b = 0; with_scores && b < n; b++) {
+      if (b < tc->init_blocks || b >= n - tc->local_blocks)
+        continue;
+      double s = x->scores[hr * w + b];
+      s = s != s ? -INFINITY : s == -INFINITY ? -DBL_MAX : s > 0x1.43e1eep+96 ? 0x1.43e1eep+96 : s;
+      const double dev = s == ivs[b].x ? 0.0 : ivs[b].e > 0 ? fabs(s - ivs[b].x) / ivs[b].e : INFINITY;
+      max_dev = dev > max_dev ? dev : max_dev;
+      if ((s < ivs[b].lo || s > ivs[b].hi) && bad < 0) {
+        bad = b;
+        bad_dev = dev;
+      }
+    }
+    if (got->reason >= M3IDX_REASON_ID_RANGE && got->reason <= M3IDX_REASON_FORCED)
+      continue;
+    int reason = 0, a = -1, bb = -1;
+    float gap = 0.0f;
+    if (memcmp(ids, ref_ids + hr * 16, 64) != 0) {
+      for (int j = 0; j < count; j++)
+        if (a < 0 || ivs[ids[j]].hi < ivs[a].hi)
+          a = ids[j];
+      for (int k = 0; k < n; k++) {
+        int taken = 0;
+        for (int j = 0; j < count; j++)
+          taken |= ids[j] == k;
+        if (!taken && (bb < 0 || ivs[k].lo > ivs[bb].lo))
+          bb = k;
+      }
+      if (bb >= 0 && ivs[bb].lo > ivs[a].hi) {
+        reason = M3IDX_REASON_SET;
+        gap = (float)((ivs[bb].x - ivs[a].x) / (ivs[a].e + ivs[bb].e));
+      } else if (o->order == M3IDX_ORDER_DESC) {
+        for (int j = 0; j + 1 < count && !reason; j++)
+          if (ivs[ids[j + 1]].lo > ivs[ids[j]].hi) {
+            reason = M3IDX_REASON_ORDER;
+            a = ids[j];
+            bb = ids[j + 1];
+            gap = (float)((ivs[bb].x - ivs[a].x) / (ivs[a].e + ivs[bb].e));
+          }
+      }
+    }
+    if (!reason && bad >= 0) {
+      reason = M3IDX_REASON_SCORE;
+      a = bad;
+      gap = (float)bad_dev;
+    }
+    ck_assert_msg(got->reason == reason, "row %lld: reason %d, every term gives %d",
+                  (long long)hr, got->reason, reason);
+    if (reason == M3IDX_REASON_SET || reason == M3IDX_REASON_ORDER)
+      ck_assert_msg(got->block_a == a && got->block_b == bb && got->gap == gap,
+                    "row %lld: blocks %d %d gap %a, every term gives %d %d %a", (long long)hr,
+                    got->block_a, got->block_b, (double)got->gap, a, bb, (double)gap);
+    if (reason == M3IDX_REASON_SCORE)
+      ck_assert(got->block_a == a && got->gap == gap);
+  }
+  if (with_scores)
+    ck_assert_msg(x->sum.max_score_deviation == max_dev, "largest deviation %a, every term %a",
+                  x->sum.max_score_deviation, max_dev);
+  free(ref);
+  free(ref_ids);
+  free(ivs);
+}
+
 /* Every honest candidate: never wrong; not all exact across the orders. */
 START_TEST(no_false_alarm) {
   int64_t exact = 0, equivalent = 0;
@@ -243,6 +409,7 @@ START_TEST(no_false_alarm) {
       candidate_scores(x.tc, (enum order)o, 0, 0, NO_BUG, x.scores, x.width);
       ids_of_scores(&x);
       ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+      every_term_matches(&x, 1, NULL);
       for (int64_t r = 0; r < x.sum.rows; r++)
         ck_assert_msg(x.rows[r].verdict != M3IDX_VERDICT_WRONG,
                       "case %d order %d row %lld: reason %d blocks %d %d gap %g", i, o,
@@ -314,9 +481,6 @@ START_TEST(e4m3_rounded_query) {
 }
 END_TEST
 
-static int row_blocks(const struct run *x, int64_t hr) {
-  return oracle_row_blocks(&x->tc->oc, (int)(hr % x->tc->batch.num_rows));
-}
 
 /* Apply a mutation to every row it can change; each must be wrong with
  * the reason, and the other rows exact. */
@@ -383,6 +547,7 @@ static int m_reversed(struct run *x, int64_t hr, int32_t *ids, float *s) {
   return 1;
 }
 
+
 static void check_mutation(mutation m, int want_reason, const char *name) {
   for (int i = 0; i < 4; i++) {
     struct run x;
@@ -397,6 +562,7 @@ static void check_mutation(mutation m, int want_reason, const char *name) {
       changed += mutated[hr];
     }
     ck_assert_int_eq(verify(&x, 0, NULL), M3IDX_OK);
+    every_term_matches(&x, 0, NULL);
     for (int64_t hr = 0; hr < rows; hr++) {
       if (!mutated[hr]) {
         ck_assert_msg(x.rows[hr].verdict != M3IDX_VERDICT_WRONG, "%s, case %d row %lld (not mutated): reason %d slot %d block %d", name, i, (long long)hr, x.rows[hr].reason, x.rows[hr].slot, x.rows[hr].block_a);
@@ -437,6 +603,7 @@ static void check_buggy_scores(enum order o, int head_shift, enum bug bug, const
     candidate_scores(x.tc, o, 0, head_shift, bug, x.scores, x.width);
     ids_of_scores(&x);
     ck_assert_int_eq(verify(&x, 0, NULL), M3IDX_OK);
+    every_term_matches(&x, 0, NULL);
     for (int64_t hr = 0; hr < rows; hr++) {
       if (memcmp(exact_ids + 16 * hr, x.ids + 16 * hr, 64) == 0)
         continue;
@@ -446,6 +613,7 @@ static void check_buggy_scores(enum order o, int head_shift, enum bug bug, const
       flagged += x.rows[hr].verdict == M3IDX_VERDICT_WRONG;
     }
     ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    every_term_matches(&x, 1, NULL);
     /* An extra causal key lands in the row's last block, which pinning
        hides while it is a local block: only a call without local blocks
        shows it. */

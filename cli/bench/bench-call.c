@@ -6,10 +6,16 @@
  */
 #include <config.h>
 
+#include <math.h>
+
 #include "bench.h"
 #include "cli.h"
 
-m3idx_status bench_call_once(const struct bench_call *c, int fused) {
+m3idx_status bench_call_once(const struct bench_call *c, enum bench_mode mode) {
+  const int fused = mode != BENCH_SCORE_ONLY;
+  if (mode == BENCH_VERIFY_CALL)
+    return m3idx_verify_topk(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->cand, c->cand_scores,
+                             c->stride, NULL, NULL, c->summary);
   switch (c->stage) {
   case BENCH_DECODE:
     return fused ? m3idx_index_topk_decode(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->map,
@@ -24,6 +30,17 @@ m3idx_status bench_call_once(const struct bench_call *c, int fused) {
     return m3idx_topk_from_scores(c->ctx, &c->batch, c->scores, c->stride, c->topk);
   }
   return M3IDX_ERR_INVALID_ARGUMENT;
+}
+
+void bench_near_candidate(float *scores, size_t count, uint64_t seed) {
+  uint64_t x = seed | 1u;
+  for (size_t i = 0; i < count; i++) {
+    x ^= x << 13; /* xorshift64 */
+    x ^= x >> 7;
+    x ^= x << 17;
+    if (isfinite(scores[i]) && fabsf(scores[i]) < 1e30f)
+      scores[i] = nextafterf(scores[i], x & 1 ? INFINITY : -INFINITY);
+  }
 }
 
 void bench_timing_of(double *v, int n, struct bench_timing *out) {

@@ -43,9 +43,9 @@ const struct bench_case bench_cases[] = {
     DECODE(1, M1, 4, 1, C | G | SG, 79),      DECODE(1, M1, 4, 4, C | G | SG, 79),
     DECODE(8, K8, 1, 1, C | G | SG, 80),      DECODE(8, K8, 1, 4, C | G | SG, 80),
     DECODE(8, K8, 4, 1, C | G | SG, 80),      DECODE(8, K8, 4, 4, C | G | SG, 80),
-    DECODE(8, K128, 1, 1, CQ | GQ | SC | SG, 81),
+    DECODE(8, K128, 1, 1, CQ | GQ | SC | SG | BENCH_VERIFY, 81),
     DECODE(8, K128, 1, 4, CQ | GQ | SG, 81),  DECODE(8, K128, 4, 1, CQ | GQ | SG, 81),
-    DECODE(8, K128, 4, 4, CQ | GQ | SG, 81),
+    DECODE(8, K128, 4, 4, CQ | GQ | SG | BENCH_VERIFY, 81),
     DECODE(8, M1, 1, 1, C | G | SG, 82),           DECODE(8, M1, 1, 4, C | G | SG, 82),
     DECODE(8, M1, 4, 1, C | G | SG, 82),           DECODE(8, M1, 4, 4, C | G | SG, 82),
     DECODE(64, K8, 1, 1, CQ | G | SG, 83),    DECODE(64, K8, 1, 4, C | G | SG, 83),
@@ -58,14 +58,14 @@ const struct bench_case bench_cases[] = {
     /* The cost of the pages themselves: keys encoded from normal values
        against every byte random (most keys' scale spread past fp64, so
        they take the exact path). */
-    PAGES(SYNTH_MODEL_LIKE, 8, K128, CQ | GQ | SC | SG, 86),
+    PAGES(SYNTH_MODEL_LIKE, 8, K128, CQ | GQ | SC | SG | BENCH_VERIFY, 86),
     PAGES(SYNTH_HOSTILE_BYTES, 8, K128, CQ | GQ | SC | SG, 86),
 
     /* --quick runs the CPU's prefill with 512 rows. */
     PREFILL(512, 0, BENCH_CPU_QUICK | SC, 500),
     PREFILL(4096, 0, C | G | SC | SG, 500),
-    PREFILL(512, 32768, BENCH_CPU_QUICK, 501),
-    PREFILL(4096, 32768, C | GQ | SG, 501),
+    PREFILL(512, 32768, BENCH_CPU_QUICK | BENCH_VERIFY, 501),
+    PREFILL(4096, 32768, C | GQ | SG | BENCH_VERIFY, 501),
     PREFILL(4096, K128, C | G | SG, 502),
     PREFILL(16384, 0, C | G | SG, 503),
     PREFILL(16384, 32768, C | G | SG, 504),

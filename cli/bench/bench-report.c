@@ -61,6 +61,8 @@ static void print_table(const struct bench_report *rep) {
     snprintf(roof, sizeof roof, "%.2f%%", 100.0 * r->roofline_ratio);
     snprintf(peak, sizeof peak, "%.2f%%",
              r->peak_flops_per_s > 0 ? 100.0 * r->flops_per_s / r->peak_flops_per_s : 0.0);
+    if (r->of_fused > 0.0)
+      snprintf(note, sizeof note, "%.2fx the fused call", r->of_fused);
     if (r->unreliable) {
       unreliable++;
       snprintf(roof, sizeof roof, "?");
@@ -86,12 +88,12 @@ static void print_json(const struct bench_report *rep) {
            "\"bytes_per_s\": %.6g, \"roofline_bytes_per_s\": %.6g, \"roofline_ratio\": %.4f, "
            "\"flops_per_s\": %.6g, \"peak_flops_per_s\": %.6g, \"peak_ratio\": %.4f, "
            "\"page_read_bytes_per_s\": %.6g, \"verified\": \"%s\", \"spread\": %.4f, "
-           "\"unreliable\": %s%s%s}%s\n",
+           "\"unreliable\": %s%s%s, \"of_fused\": %.4f}%s\n",
            r->name, r->backend, r->median_s, r->keys_per_s, r->bytes_per_s,
            r->roofline_bytes_per_s, r->roofline_ratio, r->flops_per_s, r->peak_flops_per_s,
            r->peak_flops_per_s > 0 ? r->flops_per_s / r->peak_flops_per_s : 0.0,
            r->page_read_bytes_per_s, r->verified, r->spread, r->unreliable ? "\"" : "",
-           r->unreliable ? r->unreliable : "null", r->unreliable ? "\"" : "",
+           r->unreliable ? r->unreliable : "null", r->unreliable ? "\"" : "", r->of_fused,
            i + 1 < rep->count ? "," : "");
   }
   printf("]\n");

@@ -200,6 +200,35 @@ static const char *sample(struct runner *rn, int e, void *job, const struct benc
   return verdict;
 }
 
+/* ---- verifying ---------------------------------------------------------- */
+
+/* Time m3idx_verify_topk of a near candidate (the fused call's ids, its
+   scores one ulp off): "yes" when every row came out exact or equivalent,
+   as it must, "NO" else; NULL on a failure (err says). */
+static const char *near_candidate_verified(const struct bench_engine *en, void *j,
+                                           const struct bench_job *job, int repeats,
+                                           struct bench_timing *t, char *err, size_t n) {
+  const float *s;
+  const int32_t *ids;
+  const size_t rows = (size_t)job->batch.num_heads * (size_t)job->batch.num_rows;
+  const size_t count = rows * (size_t)synth_blocks_of(job->batch.max_seq_len);
+  if (en->outputs(j, &s, &ids, err, n) != 0)
+    return NULL;
+  float *near = malloc(sizeof(float) * count + 1);
+  if (near == NULL) {
+    snprintf(err, n, "no memory for the candidate");
+    return NULL;
+  }
+  memcpy(near, s, sizeof(float) * count);
+  bench_near_candidate(near, count, 0x5eed);
+  m3idx_verify_summary sum = {0};
+  int rc = en->set_candidate(j, ids, near, &sum, err, n);
+  free(near);
+  if (rc != 0 || en->time(j, BENCH_VERIFY_CALL, repeats, t, err, n) != 0)
+    return NULL;
+  return sum.rows == (int64_t)rows && sum.wrong == 0 ? "yes" : "NO";
+}
+
 /* ---- one case on one engine ------------------------------------------- */
 
 static void run_case(struct runner *rn, const struct bench_case *c, const char *name, int e,
@@ -212,12 +241,21 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
   void *j = en->setup(rn->engine[e], &job, err, sizeof err);
   /* Top-k alone has no fused call; a scaling case reports the score alone. */
   const int stages = c->stage == BENCH_TOPK || (c->flags & BENCH_SCALING) ? 1 : 2;
-  struct bench_timing score, fused;
-  if (j == NULL || en->time(j, 0, rn->o->repeats, &score, err, sizeof err) != 0 ||
-      (stages == 2 && en->time(j, 1, rn->o->repeats, &fused, err, sizeof err) != 0)) {
+  struct bench_timing score, fused, verify;
+  if (j == NULL || en->time(j, BENCH_SCORE_ONLY, rn->o->repeats, &score, err, sizeof err) != 0 ||
+      (stages == 2 && en->time(j, BENCH_FUSED, rn->o->repeats, &fused, err, sizeof err) != 0)) {
     cli_error("bench", "%s: %s: %s", en->name, name, err);
     en->teardown(j);
     return;
+  }
+  const char *verdicts = NULL; /* a verify line: every row explained */
+  if (c->flags & BENCH_VERIFY && stages == 2) {
+    verdicts = near_candidate_verified(en, j, &job, rn->o->repeats, &verify, err, sizeof err);
+    if (verdicts == NULL) {
+      cli_error("bench", "%s: %s verify: %s", en->name, name, err);
+      en->teardown(j);
+      return;
+    }
   }
   const char *verified = "-";
   if (c->flags & (e == CPU ? BENCH_SAMPLE_CPU : BENCH_SAMPLE_GPU)) {
@@ -225,14 +263,16 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
     verified = v ? v : "-";
   }
   en->teardown(j);
-  for (int f = 0; f < stages; f++) {
+  for (int f = 0; f < stages + (verdicts != NULL); f++) {
     struct bench_result *r = bench_report_add(rn->rep);
     if (r == NULL)
       return;
-    snprintf(r->name, sizeof r->name, "%s%s", name, f ? " fused" : "");
+    snprintf(r->name, sizeof r->name, "%s%s", name, f == 2 ? " verify" : f ? " fused" : "");
     r->backend = en->name;
-    r->verified = verified;
-    figures(r, &job, f ? &fused : &score);
+    r->verified = f == 2 ? verdicts : verified;
+    figures(r, &job, f == 2 ? &verify : f ? &fused : &score);
+    if (f == 2)
+      r->of_fused = verify.median_s / fused.median_s;
   }
 }
 

@@ -25,7 +25,8 @@ enum {
   BENCH_SAMPLE_CPU = 1 << 4, /* the CPU's bytes against a 1-thread run */
   BENCH_SAMPLE_GPU = 1 << 5, /* the GPU's bytes against the CPU's */
   BENCH_SCALING = 1 << 6,    /* a CPU thread-scaling case (named by its threads) */
-  BENCH_NUMA_OFF = 1 << 7    /* the CPU without NUMA placement */
+  BENCH_NUMA_OFF = 1 << 7,   /* the CPU without NUMA placement */
+  BENCH_VERIFY = 1 << 8      /* also time m3idx_verify_topk of a near candidate */
 };
 
 /* One case: one row of the table. */
@@ -86,9 +87,19 @@ struct bench_call {
   float *scores;
   int64_t stride;
   int32_t *topk;
+  const int32_t *cand;       /* BENCH_VERIFY: the candidate's ids and scores */
+  const float *cand_scores;
+  m3idx_verify_summary *summary;
 };
-/* fused: score, pin and top-k in one call (top-k alone for BENCH_TOPK). */
-m3idx_status bench_call_once(const struct bench_call *c, int fused);
+/* What bench_call_once runs. */
+enum bench_mode { BENCH_SCORE_ONLY, BENCH_FUSED, BENCH_VERIFY_CALL };
+/* One call: the score stage, the fused call (top-k alone for BENCH_TOPK),
+   or verifying the candidate against the fused call's forced blocks. */
+m3idx_status bench_call_once(const struct bench_call *c, enum bench_mode mode);
+/* A near candidate from the fused outputs: the same ids, each score one
+   fp32 ulp up or down (a seeded choice), as another exact-enough indexer
+   would give; scores has rows * stride entries. */
+void bench_near_candidate(float *scores, size_t count, uint64_t seed);
 /* The timing of n repeats' seconds v (sorts v). */
 void bench_timing_of(double *v, int n, struct bench_timing *out);
 
@@ -101,9 +112,13 @@ struct bench_engine {
   const char *(*device)(void *engine);
   int (*ceilings)(void *engine, int quick, struct bench_ceilings *out, char *err, size_t n);
   void *(*setup)(void *engine, const struct bench_job *job, char *err, size_t n);
-  /* Time the stage (fused: score, pin and top-k in one call). */
-  int (*time)(void *job, int fused, int repeats, struct bench_timing *out, char *err,
+  /* Time the mode's call. */
+  int (*time)(void *job, enum bench_mode mode, int repeats, struct bench_timing *out, char *err,
               size_t n);
+  /* Give the job the candidate verify calls check (host arrays, copied)
+     and where their summary goes. */
+  int (*set_candidate)(void *job, const int32_t *ids, const float *scores,
+                       m3idx_verify_summary *summary, char *err, size_t n);
   /* Run the fused stage once (top-k alone for BENCH_TOPK) and expose its
      outputs in host memory: scores [H, rows, width] (NULL for BENCH_TOPK)
      and top-k [H, rows, 16]. */
@@ -129,6 +144,7 @@ struct bench_result {
   const char *verified;     /* "yes", "NO", "-" */
   double spread;            /* of the repeats: slowest / fastest - 1 */
   const char *unreliable;   /* NULL, or why the figure is not one to quote */
+  double of_fused;          /* a verify line: its median over the fused call's */
 };
 
 struct bench_report {

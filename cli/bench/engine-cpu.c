@@ -52,6 +52,8 @@ static void cpu_teardown(void *job) {
   m3idx_context_destroy(c->ctx);
   free(c->scores);
   free(c->topk);
+  free((void *)c->cand);
+  free((void *)c->cand_scores);
   free(c);
 }
 
@@ -97,7 +99,7 @@ static void *cpu_setup(void *engine, const struct bench_job *job, char *err, siz
   return c;
 }
 
-static int cpu_time(void *job, int fused, int repeats, struct bench_timing *out, char *err,
+static int cpu_time(void *job, enum bench_mode mode, int repeats, struct bench_timing *out, char *err,
                     size_t n) {
   struct bench_call *c = job;
   double v[32];
@@ -105,7 +107,7 @@ static int cpu_time(void *job, int fused, int repeats, struct bench_timing *out,
     repeats = 31;
   for (int r = 0; r <= repeats; r++) { /* r = 0 warms up */
     double t0 = cli_now();
-    m3idx_status st = bench_call_once(c, fused);
+    m3idx_status st = bench_call_once(c, mode);
     if (st != M3IDX_OK) {
       snprintf(err, n, "%s", m3idx_last_error(c->ctx));
       return -1;
@@ -120,12 +122,32 @@ static int cpu_time(void *job, int fused, int repeats, struct bench_timing *out,
 static int cpu_outputs(void *job, const float **scores, const int32_t **topk, char *err,
                        size_t n) {
   struct bench_call *c = job;
-  if (bench_call_once(c, 1) != M3IDX_OK) {
+  if (bench_call_once(c, BENCH_FUSED) != M3IDX_OK) {
     snprintf(err, n, "%s", m3idx_last_error(c->ctx));
     return -1;
   }
   *scores = c->stage == BENCH_TOPK ? NULL : c->scores;
   *topk = c->topk;
+  return 0;
+}
+
+static int cpu_set_candidate(void *job, const int32_t *ids, const float *scores,
+                             m3idx_verify_summary *summary, char *err, size_t n) {
+  struct bench_call *c = job;
+  const size_t rows = (size_t)c->batch.num_heads * (size_t)c->batch.num_rows;
+  int32_t *i = malloc(sizeof(int32_t) * rows * M3IDX_TOPK + 1);
+  float *s = malloc(sizeof(float) * rows * (size_t)c->stride + 1);
+  if (!i || !s) {
+    free(i);
+    free(s);
+    snprintf(err, n, "no memory for the candidate");
+    return -1;
+  }
+  memcpy(i, ids, sizeof(int32_t) * rows * M3IDX_TOPK);
+  memcpy(s, scores, sizeof(float) * rows * (size_t)c->stride);
+  c->cand = i;
+  c->cand_scores = s;
+  c->summary = summary;
   return 0;
 }
 
@@ -138,5 +160,6 @@ const struct bench_engine bench_engine_cpu = {
     .setup = cpu_setup,
     .time = cpu_time,
     .outputs = cpu_outputs,
+    .set_candidate = cpu_set_candidate,
     .teardown = cpu_teardown,
 };

@@ -30,7 +30,10 @@ struct gpu_job {
   uint8_t *pages;
   uint16_t *query;
   /* What a timed batch runs. */
-  int fused, calls;
+  enum bench_mode mode;
+  int calls;
+  int32_t *cand;
+  float *cand_scores;
   m3idx_status st;
   /* Host copies of the outputs. */
   float *host_scores;
@@ -79,7 +82,7 @@ static int gpu_ceilings(void *engine, int quick, struct bench_ceilings *out, cha
 static int run_calls(void *arg) {
   struct gpu_job *t = arg;
   for (int i = 0; i < t->calls && t->st == M3IDX_OK; i++)
-    t->st = bench_call_once(&t->c, t->fused);
+    t->st = bench_call_once(&t->c, t->mode);
   return t->st == M3IDX_OK ? 0 : -1;
 }
 
@@ -88,7 +91,8 @@ static void gpu_teardown(void *job) {
   if (t == NULL)
     return;
   m3idx_context_destroy(t->c.ctx);
-  void *all[] = {t->seq, t->bt, t->cu, t->cl, t->map, t->c.topk, t->pages, t->query, t->c.scores};
+  void *all[] = {t->seq,   t->bt,    t->cu,       t->cl,        t->map,          t->c.topk,
+                 t->pages, t->query, t->c.scores, t->cand, t->cand_scores};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i])
       t->g->dt->release(all[i]);
@@ -191,12 +195,12 @@ static int settle(struct gpu_job *t, char *err, size_t n) {
 }
 
 /* Median seconds per call: a warm-up sizes the batch of calls timed. */
-static int gpu_time(void *job, int fused, int repeats, struct bench_timing *out, char *err,
+static int gpu_time(void *job, enum bench_mode mode, int repeats, struct bench_timing *out, char *err,
                     size_t n) {
   struct gpu_job *t = job;
   struct gpu_engine *g = t->g;
   double sec = 0.0, v[16];
-  t->fused = fused;
+  t->mode = mode;
   t->calls = 1;
   /* On a failure, settle puts the library's message (when a call failed)
      over the runtime's. */
@@ -226,7 +230,7 @@ static int gpu_outputs(void *job, const float **scores, const int32_t **topk, ch
   const struct m3idx_devtools *dt = t->g->dt;
   const struct bench_call *c = &t->c;
   const size_t rows = (size_t)c->batch.num_heads * (size_t)c->batch.num_rows;
-  t->st = bench_call_once(c, 1);
+  t->st = bench_call_once(c, BENCH_FUSED);
   if (settle(t, err, n))
     return -1;
   if (dt->to_host(t->host_topk, c->topk, sizeof(int32_t) * rows * M3IDX_TOPK, err, n))
@@ -239,6 +243,21 @@ static int gpu_outputs(void *job, const float **scores, const int32_t **topk, ch
   return 0;
 }
 
+/* The candidate in device memory: verify reads it where it is. */
+static int gpu_set_candidate(void *job, const int32_t *ids, const float *scores,
+                             m3idx_verify_summary *summary, char *err, size_t n) {
+  struct gpu_job *t = job;
+  struct bench_call *c = &t->c;
+  const size_t rows = (size_t)c->batch.num_heads * (size_t)c->batch.num_rows;
+  c->summary = summary;
+  if (upload(t->g, &t->cand, ids, sizeof(int32_t) * rows * M3IDX_TOPK, err, n) ||
+      upload(t->g, &t->cand_scores, scores, sizeof(float) * rows * (size_t)c->stride, err, n))
+    return -1;
+  c->cand = t->cand;
+  c->cand_scores = t->cand_scores;
+  return 0;
+}
+
 const struct bench_engine bench_engine_gpu = {
     .name = "hip",
     .open = gpu_open,
@@ -248,5 +267,6 @@ const struct bench_engine bench_engine_gpu = {
     .setup = gpu_setup,
     .time = gpu_time,
     .outputs = gpu_outputs,
+    .set_candidate = gpu_set_candidate,
     .teardown = gpu_teardown,
 };

@@ -7,8 +7,8 @@ import ctypes
 import numpy as np
 
 from . import _describe as D
-from ._arrays import QUERY_KINDS, adapt, expect_shape
-from ._contexts import context
+from ._arrays import adapt, expect_shape
+from ._contexts import backend_for, context
 from ._library import TOPK, VerifyOptions, VerifyRow, VerifySummary, check, lib
 from .stages import _rows_batch
 
@@ -76,7 +76,7 @@ class VerifyReport:
 def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, max_seq_len,
                 scale, query_len=None, cu_seqlens_q=None, context_lens=None, init_blocks=0,
                 local_blocks=1, candidate_scores=None, order="desc", query_rounding="none",
-                tolerance_ulps=0.0, tolerance_rel=0.0):
+                tolerance_ulps=0.0, tolerance_rel=0.0, backend=None):
     """Judge candidate [H, rows, 16] (request-relative block ids) for the
     call the other arguments describe: decode rows with query_len, prefill
     rows with cu_seqlens_q and context_lens (as topk_from_scores).
@@ -84,29 +84,25 @@ def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, m
     clamped block scores (forced blocks' entries are not read).  order
     'desc' or 'any'; query_rounding 'none', 'bf16' or 'e4m3' (the
     candidate rounded the query first); tolerances on top of the bound.
-    Runs on the CPU reference; device arrays are copied to the host.
-    Returns a VerifyReport; raises TypeError/ValueError for bad arguments
-    and m3idx.Error when the library refuses the call."""
+    backend as the indexer calls: host arrays run on the CPU reference,
+    CUDA/HIP tensors on the GPU backend where they are (no copy; the
+    verdicts are the same bits).  Returns a VerifyReport; raises
+    TypeError/ValueError for bad arguments and m3idx.Error when the
+    library refuses the call."""
     if order not in _ORDERS:
         raise ValueError("order is %r, not 'desc' or 'any'" % (order,))
     if query_rounding not in _ROUNDINGS:
         raise ValueError("query_rounding is %r, not 'none', 'bf16' or 'e4m3'" % (query_rounding,))
-    q, qd = D.query(_host(index_query, "index_query", QUERY_KINDS, 3), scale)
-    # The batch points into sl, cu and cl (host copies of device arrays):
-    # they stay referenced until the call.
-    sl, cu, cl, batch = _rows_batch(q.shape[1], q.shape[0], _lengths(seq_lens, "seq_lens"),
-                                    max_seq_len, query_len,
-                                    _lengths(cu_seqlens_q, "cu_seqlens_q"),
-                                    _lengths(context_lens, "context_lens"))
-    pages, bt, kc = D.kcache(_host(index_pages, "index_pages", ("u8",), 2),
-                             _host(block_table, "block_table", ("i32",), 2), sl.shape[0])
+    q, qd = D.query(index_query, scale)
+    sl, cu, cl, batch = _rows_batch(q.shape[1], q.shape[0], seq_lens, max_seq_len, query_len,
+                                    cu_seqlens_q, context_lens)
+    pages, bt, kc = D.kcache(index_pages, block_table, sl.shape[0])
     rows, heads = q.shape[0], q.shape[1]
-    cand = adapt(_host(candidate, "candidate", ("i32",), 3), "candidate", ("i32",), 3)
+    cand = adapt(candidate, "candidate", ("i32",), 3)
     expect_shape(cand, (heads, rows, TOPK))
     cs, stride = None, 0
     if candidate_scores is not None:
-        cs = adapt(_host(candidate_scores, "candidate_scores", ("f32",), 3), "candidate_scores",
-                   ("f32",), 3)
+        cs = adapt(candidate_scores, "candidate_scores", ("f32",), 3)
         if cs.shape[0] != heads or cs.shape[1] != rows or cs.shape[2] < D.width(batch.max_seq_len):
             raise ValueError("candidate_scores has shape %s, expected [%d, %d, >= %d]"
                              % (list(cs.shape), heads, rows, D.width(batch.max_seq_len)))
@@ -119,24 +115,11 @@ def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, m
     opts.tolerance_rel = D.real(tolerance_rel, "tolerance_rel")
     ib = D.integer(init_blocks, "init_blocks")
     lb = D.integer(local_blocks, "local_blocks")
+    device = D.device_of(q, pages, bt, sl, cu, cl, cand, cs)
     out = (VerifyRow * max(heads * rows, 1))()
     summary = VerifySummary()
-    ctx = context("cpu", None, batch)
+    ctx = context(backend_for(backend, device), device, batch)
     check(lib.m3idx_verify_topk(ctx, ctypes.byref(batch), ctypes.byref(qd), ctypes.byref(kc), ib,
                                 lb, cand.ptr, cs.ptr if cs else None, stride,
                                 ctypes.byref(opts), out, ctypes.byref(summary)), ctx)
     return VerifyReport(heads, rows, out, summary)
-
-
-def _host(x, name, kinds, ndim):
-    """x itself in host memory; a host copy of device memory (bf16 as its
-    uint16 bits)."""
-    a = adapt(x, name, kinds, ndim)
-    if a.device is None:
-        return x
-    h = np.ascontiguousarray(a.host_numpy())
-    return h.view(np.uint16) if h.dtype == np.int16 else h
-
-
-def _lengths(x, name):
-    return None if x is None else _host(x, name, ("i32",), 1)

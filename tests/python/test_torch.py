@@ -106,3 +106,50 @@ def test_device_errors_leave_outputs():
                                       max_seq_len=case["max_seq_len"], query_len=1,
                                       scale=float("nan"))
     assert (topk.cpu() == 3).all()
+
+
+@pytest.mark.parametrize("mode", ["decode", "prefill"])
+def test_verify_device_tensors_where_they_are(mode):
+    """verify_topk on CUDA/HIP tensors runs on the GPU without copying them
+    first and gives the CPU's report: counts, verdicts, reasons, proofs."""
+    gpu_or_skip()
+    case = make_case(57, mode, heads=2, query_len=2)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    width = -(-case["max_seq_len"] // 128)
+    scores = np.empty((case["heads"], case["rows"], width), np.float32)
+    topk = np.empty((case["heads"], case["rows"], 16), np.int32)
+    rows_kw = (dict(query_len=case["query_len"]) if mode == "decode"
+               else dict(cu_seqlens_q=case["cu"], context_lens=case["ctx"]))
+    if mode == "decode":
+        m3idx.score_decode(case["q"], case["pages"], case["bt"], case["seq"], None, scores,
+                           max_seq_len=case["max_seq_len"], query_len=case["query_len"],
+                           scale=case["scale"])
+    else:
+        m3idx.score_prefill(case["q"], case["pages"], case["bt"], case["cu"], case["seq"],
+                            case["ctx"], scores, max_seq_len=case["max_seq_len"],
+                            scale=case["scale"])
+    near = np.nextafter(scores, np.where(np.arange(scores.size).reshape(scores.shape) % 3,
+                                         np.inf, -np.inf).astype(np.float32))
+    near[~np.isfinite(scores)] = scores[~np.isfinite(scores)]
+    pinned = near.copy()
+    m3idx.pin_forced_blocks(pinned, case["seq"], max_seq_len=case["max_seq_len"],
+                            init_blocks=case["init"], local_blocks=case["local"], **rows_kw)
+    m3idx.topk_from_scores(pinned, case["seq"], topk, max_seq_len=case["max_seq_len"], **rows_kw)
+    topk[-1, -1, -1] = topk[-1, -1, 0]                       # a duplicate: wrong
+    kw = dict(max_seq_len=case["max_seq_len"], scale=case["scale"], init_blocks=case["init"],
+              local_blocks=case["local"])
+    want = m3idx.verify_topk(case["q"], case["pages"], case["bt"], case["seq"], topk,
+                             candidate_scores=near, **kw, **rows_kw)
+    t = tensors(case, dev)
+    dev_rows = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in rows_kw.items()
+                if k != "query_len"}
+    if mode == "decode":
+        dev_rows["query_len"] = case["query_len"]
+    got = m3idx.verify_topk(t["q"], t["pages"], t["bt"], t["seq"],
+                            torch.from_numpy(topk).to(dev),
+                            candidate_scores=torch.from_numpy(near).to(dev), **kw, **dev_rows)
+    assert (got.exact, got.equivalent, got.wrong) == (want.exact, want.equivalent, want.wrong)
+    assert got.wrong >= 1 and got.max_score_deviation == want.max_score_deviation
+    assert got.verdicts.tobytes() == want.verdicts.tobytes()
+    assert got.reasons.tobytes() == want.reasons.tobytes()
+    assert got.wrong_rows == want.wrong_rows
