@@ -319,8 +319,9 @@ typedef struct m3idx_verify_summary {
  * exact scores and the bound of SPEC section 13.  candidate_scores
  * [H, rows, stride] (may be NULL) are the candidate's clamped, unpinned
  * block scores; stride 0 means the width.  rows (may be NULL) receives
- * [H, rows] verdicts, summary (may be NULL) the counts.  Host pointers
- * only (the CPU backend, or M3IDX_FLAG_HOST_POINTERS). */
+ * [H, rows] verdicts, summary (may be NULL) the counts.  On a HIP context
+ * device pointers are read where they are and the call waits for them;
+ * the verdicts are the CPU's, bit for bit. */
 M3IDX_API m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
                                          const m3idx_query *query,
                                          const m3idx_kcache *kcache,
