@@ -140,6 +140,10 @@ static inline int32_t m3idx__cpu_keys_seen(int32_t pos, int32_t b) {
 
 /* Verification's bound terms of the call's listed blocks (bound.c). */
 void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c);
+/* One block's terms with AVX-512 VNNI, the bits of m3idx__verify_block_terms
+ * for a row with a shift (bound-vnni.c). */
+void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uint8_t *page,
+                                 int32_t keys, double *out);
 /* Pin (and, with topk != NULL, select) every (head, row): one pass. */
 void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
                          float *scores, int64_t stride, int pin,

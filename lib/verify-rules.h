@@ -97,9 +97,12 @@ M3IDX_RULE int32_t m3idx__verify_shift(float amax) {
   return 15 - ex;
 }
 
-/* qi for one element q of a row with shift s (a finite row). */
+/* qi for one element q of a row with shift s (a finite row): |q| 2^s is
+ * exact in fp64 (s is within [-114, 147]) and at most 2^15. */
 M3IDX_RULE uint32_t m3idx__verify_query_int(float q, int32_t s) {
-  return (uint32_t)ceil(ldexp(fabs((double)q), s));
+  const double v = fabs((double)q) * m3idx__bits_to_double((uint64_t)(1023 + s) << 52);
+  const uint32_t i = (uint32_t)v;
+  return i + ((double)i < v);
 }
 
 /* A key's A and K (terms[0], terms[1]) from the row's qi and shift; a key

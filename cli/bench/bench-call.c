@@ -13,9 +13,10 @@
 
 m3idx_status bench_call_once(const struct bench_call *c, enum bench_mode mode) {
   const int fused = mode != BENCH_SCORE_ONLY;
-  if (mode == BENCH_VERIFY_CALL)
-    return m3idx_verify_topk(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->cand, c->cand_scores,
-                             c->stride, NULL, NULL, c->summary);
+  if (mode == BENCH_VERIFY_CALL || mode == BENCH_VERIFY_IDS)
+    return m3idx_verify_topk(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->cand,
+                             mode == BENCH_VERIFY_IDS ? NULL : c->cand_scores, c->stride, NULL,
+                             NULL, c->summary);
   switch (c->stage) {
   case BENCH_DECODE:
     return fused ? m3idx_index_topk_decode(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->map,

@@ -202,12 +202,40 @@ static const char *sample(struct runner *rn, int e, void *job, const struct benc
 
 /* ---- verifying ---------------------------------------------------------- */
 
-/* Time m3idx_verify_topk of a near candidate (the fused call's ids, its
-   scores one ulp off): "yes" when every row came out exact or equivalent,
+/* The top-k of scores (pinned as the fused call pins them) on the CPU. */
+static int topk_of(const m3idx_batch *b, const float *scores, int64_t stride, int32_t *ids,
+                   char *err, size_t n) {
+  m3idx_options o;
+  m3idx_options_init(&o);
+  o.max_reqs = b->num_reqs;
+  o.max_model_len = b->max_seq_len;
+  o.max_rows = b->num_rows;
+  o.max_heads = b->num_heads;
+  m3idx_context *ctx = NULL;
+  const size_t count = (size_t)b->num_heads * (size_t)b->num_rows * (size_t)stride;
+  float *pinned = malloc(sizeof(float) * count + 1);
+  int rc = -1;
+  if (pinned != NULL && m3idx_context_create(&o, &ctx) == M3IDX_OK) {
+    memcpy(pinned, scores, sizeof(float) * count);
+    rc = m3idx_pin_forced_blocks(ctx, b, 0, 1, pinned, stride) == M3IDX_OK &&
+                 m3idx_topk_from_scores(ctx, b, pinned, stride, ids) == M3IDX_OK
+             ? 0
+             : -1;
+  }
+  if (rc != 0)
+    snprintf(err, n, "the candidate's top-k: %s", ctx ? m3idx_last_error(ctx) : "no memory");
+  m3idx_context_destroy(ctx);
+  free(pinned);
+  return rc;
+}
+
+/* Time m3idx_verify_topk of a near candidate (the fused call's scores one
+   ulp off, and their top-k) with its scores (t[0]) and its ids alone
+   (t[1]): "yes" when every row came out exact or equivalent both times,
    as it must, "NO" else; NULL on a failure (err says). */
 static const char *near_candidate_verified(const struct bench_engine *en, void *j,
                                            const struct bench_job *job, int repeats,
-                                           struct bench_timing *t, char *err, size_t n) {
+                                           struct bench_timing t[2], char *err, size_t n) {
   const float *s;
   const int32_t *ids;
   const size_t rows = (size_t)job->batch.num_heads * (size_t)job->batch.num_rows;
@@ -219,14 +247,28 @@ static const char *near_candidate_verified(const struct bench_engine *en, void *
     snprintf(err, n, "no memory for the candidate");
     return NULL;
   }
+  int32_t *near_ids = malloc(sizeof(int32_t) * rows * M3IDX_TOPK + 1);
   memcpy(near, s, sizeof(float) * count);
   bench_near_candidate(near, count, 0x5eed);
-  m3idx_verify_summary sum = {0};
-  int rc = en->set_candidate(j, ids, near, &sum, err, n);
+  m3idx_verify_summary sum[2] = {{0}, {0}};
+  int rc = near_ids == NULL ? -1
+           : topk_of(&job->batch, near, (int64_t)(count / rows), near_ids, err, n);
+  if (rc == 0)
+    rc = en->set_candidate(j, near_ids, near, &sum[0], err, n);
+  if (rc == 0)
+    rc = en->time(j, BENCH_VERIFY_CALL, repeats, &t[0], err, n);
+  if (rc == 0)
+    rc = en->set_candidate(j, near_ids, near, &sum[1], err, n);
+  if (rc == 0)
+    rc = en->time(j, BENCH_VERIFY_IDS, repeats, &t[1], err, n);
   free(near);
-  if (rc != 0 || en->time(j, BENCH_VERIFY_CALL, repeats, t, err, n) != 0)
+  free(near_ids);
+  if (rc != 0)
     return NULL;
-  return sum.rows == (int64_t)rows && sum.wrong == 0 ? "yes" : "NO";
+  for (int k = 0; k < 2; k++)
+    if (sum[k].rows != (int64_t)rows || sum[k].wrong != 0)
+      return "NO";
+  return "yes";
 }
 
 /* ---- one case on one engine ------------------------------------------- */
@@ -241,7 +283,7 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
   void *j = en->setup(rn->engine[e], &job, err, sizeof err);
   /* Top-k alone has no fused call; a scaling case reports the score alone. */
   const int stages = c->stage == BENCH_TOPK || (c->flags & BENCH_SCALING) ? 1 : 2;
-  struct bench_timing score, fused, verify;
+  struct bench_timing score, fused, verify[2];
   if (j == NULL || en->time(j, BENCH_SCORE_ONLY, rn->o->repeats, &score, err, sizeof err) != 0 ||
       (stages == 2 && en->time(j, BENCH_FUSED, rn->o->repeats, &fused, err, sizeof err) != 0)) {
     cli_error("bench", "%s: %s: %s", en->name, name, err);
@@ -250,7 +292,7 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
   }
   const char *verdicts = NULL; /* a verify line: every row explained */
   if (c->flags & BENCH_VERIFY && stages == 2) {
-    verdicts = near_candidate_verified(en, j, &job, rn->o->repeats, &verify, err, sizeof err);
+    verdicts = near_candidate_verified(en, j, &job, rn->o->repeats, verify, err, sizeof err);
     if (verdicts == NULL) {
       cli_error("bench", "%s: %s verify: %s", en->name, name, err);
       en->teardown(j);
@@ -263,16 +305,17 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
     verified = v ? v : "-";
   }
   en->teardown(j);
-  for (int f = 0; f < stages + (verdicts != NULL); f++) {
+  static const char *const suffix[] = {"", " fused", " verify", " verify ids"};
+  for (int f = 0; f < stages + 2 * (verdicts != NULL); f++) {
     struct bench_result *r = bench_report_add(rn->rep);
     if (r == NULL)
       return;
-    snprintf(r->name, sizeof r->name, "%s%s", name, f == 2 ? " verify" : f ? " fused" : "");
+    snprintf(r->name, sizeof r->name, "%s%s", name, suffix[f]);
     r->backend = en->name;
-    r->verified = f == 2 ? verdicts : verified;
-    figures(r, &job, f == 2 ? &verify : f ? &fused : &score);
-    if (f == 2)
-      r->of_fused = verify.median_s / fused.median_s;
+    r->verified = f >= 2 ? verdicts : verified;
+    figures(r, &job, f >= 2 ? &verify[f - 2] : f ? &fused : &score);
+    if (f >= 2)
+      r->of_fused = verify[f - 2].median_s / fused.median_s;
   }
 }
 

@@ -92,9 +92,10 @@ struct bench_call {
   m3idx_verify_summary *summary;
 };
 /* What bench_call_once runs. */
-enum bench_mode { BENCH_SCORE_ONLY, BENCH_FUSED, BENCH_VERIFY_CALL };
+enum bench_mode { BENCH_SCORE_ONLY, BENCH_FUSED, BENCH_VERIFY_CALL, BENCH_VERIFY_IDS };
 /* One call: the score stage, the fused call (top-k alone for BENCH_TOPK),
-   or verifying the candidate against the fused call's forced blocks. */
+   or verifying the candidate (its ids and scores, or its ids alone)
+   against the fused call's forced blocks. */
 m3idx_status bench_call_once(const struct bench_call *c, enum bench_mode mode);
 /* A near candidate from the fused outputs: the same ids, each score one
    fp32 ulp up or down (a seeded choice), as another exact-enough indexer

@@ -145,6 +145,8 @@ static int cpu_set_candidate(void *job, const int32_t *ids, const float *scores,
   }
   memcpy(i, ids, sizeof(int32_t) * rows * M3IDX_TOPK);
   memcpy(s, scores, sizeof(float) * rows * (size_t)c->stride);
+  free((void *)c->cand);
+  free((void *)c->cand_scores);
   c->cand = i;
   c->cand_scores = s;
   c->summary = summary;

@@ -250,6 +250,12 @@ static int gpu_set_candidate(void *job, const int32_t *ids, const float *scores,
   struct bench_call *c = &t->c;
   const size_t rows = (size_t)c->batch.num_heads * (size_t)c->batch.num_rows;
   c->summary = summary;
+  if (t->cand)
+    t->g->dt->release(t->cand);
+  if (t->cand_scores)
+    t->g->dt->release(t->cand_scores);
+  t->cand = NULL;
+  t->cand_scores = NULL;
   if (upload(t->g, &t->cand, ids, sizeof(int32_t) * rows * M3IDX_TOPK, err, n) ||
       upload(t->g, &t->cand_scores, scores, sizeof(float) * rows * (size_t)c->stride, err, n))
     return -1;
