@@ -14,6 +14,7 @@
 #include <config.h>
 
 #include <math.h>
+#include <string.h>
 
 #include "cpu.h"
 
@@ -54,8 +55,8 @@ TARGET static inline __m256d add_groups(__m512i g, __m512d p01, __m512d p23) {
   return _mm256_add_pd(acc, _mm512_extractf64x4_pd(t23, 1));
 }
 
-TARGET void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uint8_t *page,
-                                        int32_t keys, double *out) {
+TARGET void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uint8_t *codes,
+                                        const uint8_t *scales, int32_t keys, double *out) {
   /* Byte j of each digit vector: element 2j (even) or 2j + 1 (odd). */
   uint8_t digits[4][64];
   for (int j = 0; j < 64; j++) {
@@ -75,10 +76,10 @@ TARGET void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uin
     __m512i acc_a[4], acc_k[4];
     for (int k = 0; k < 4; k++) {
       const int32_t t = t0 + k < keys ? t0 + k : t0; /* past the keys: a repeat, masked */
-      const __m512i codes = _mm512_loadu_si512(page + 64 * t);
-      const __m512i even = _mm512_shuffle_epi8(table, _mm512_and_si512(codes, nib));
+      const __m512i code = _mm512_loadu_si512(codes + 64 * t);
+      const __m512i even = _mm512_shuffle_epi8(table, _mm512_and_si512(code, nib));
       const __m512i odd =
-          _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(codes, 4), nib));
+          _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(code, 4), nib));
       __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo_even, even);
       lo = _mm512_dpbusd_epi32(lo, lo_odd, odd);
       __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi_even, even);
@@ -86,7 +87,16 @@ TARGET void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uin
       acc_a[k] = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 8));
       acc_k[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_add_epi8(even, odd));
     }
-    const __m128i sc = _mm_loadu_si128((const __m128i *)(page + M3IDX_PAGE_DATA_BYTES + 4 * t0));
+    /* Four keys' scale bytes; past the keys (a block's last four, or one
+       key alone) only the bytes that exist are read. */
+    __m128i sc;
+    if (t0 + 4 <= keys)
+      sc = _mm_loadu_si128((const __m128i *)(scales + 4 * t0));
+    else {
+      uint8_t part[16] = {0};
+      memcpy(part, scales + 4 * t0, (size_t)(4 * (keys - t0)));
+      sc = _mm_loadu_si128((const __m128i *)part);
+    }
     __m512d p01, p23;
     powers(sc, &p01, &p23);
     /* A without its 2^-s, which commutes with the sums' roundings and the
@@ -110,6 +120,6 @@ TARGET void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uin
     out[0] = av[k] > out[0] ? av[k] : out[0];
     out[1] = kv[k] > out[1] ? kv[k] : out[1];
   }
-  out[0] = ldexp(out[0], -s);
+  out[0] *= m3idx__verify_pow2(-s); /* exact */
 }
 #endif

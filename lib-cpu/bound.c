@@ -2,37 +2,33 @@
  * bound.c - the terms of verification's bound for a list of blocks
  * (lib/verify-rules.h): each item's block gets the largest A and K over
  * its causal keys, integers rounded from the row's magnitudes, so the
- * bits equal the HIP backend's.
+ * bits equal the HIP backend's; the kernel is the page kernel's pick
+ * (kernel-pick.c).
  *
  * SPDX-License-Identifier: MIT
  */
 #include <config.h>
 
-#include <stdlib.h>
-#include <string.h>
-
-#include "cpu-features.h"
 #include "cpu.h"
 #include "fp-env.h"
 #include "omp-compat.h"
 #include "verify-rules.h"
 
-/* The VNNI form where the processor runs it and M3IDX_CPU_ISA (which names
- * the page kernels, kernel-pick.c) does not ask for a kernel without it. */
-static int vnni_terms(void) {
-#ifdef M3IDX_CPU_HAVE_AVX512
-  const char *want = getenv("M3IDX_CPU_ISA");
-  return m3idx__cpu_has_avx512vnni() &&
-         (want == NULL || *want == '\0' || strncmp(want, "vnni", 4) == 0);
-#else
-  return 0;
-#endif
+void m3idx__cpu_block_terms_rule(const uint32_t *qi, int32_t s, const uint8_t *codes,
+                                 const uint8_t *scales, int32_t keys, double *out) {
+  double a_max = 0.0, k_max = 0.0;
+  for (int32_t t = 0; t < keys; t++) {
+    double t2[2];
+    m3idx__verify_key_terms(qi, s, codes + 64 * t, scales + 4 * t, t2);
+    a_max = t2[0] > a_max ? t2[0] : a_max;
+    k_max = t2[1] > k_max ? t2[1] : k_max;
+  }
+  out[0] = a_max;
+  out[1] = k_max;
 }
 
 void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c) {
   m3idx__cpu_decode_queries(s, c);
-  const int vnni = vnni_terms();
-  (void)vnni; /* without AVX-512 in the build */
   const int64_t n = c->bound_count;
 #pragma omp parallel num_threads(m3idx__cpu_team(s))
   {
@@ -55,13 +51,14 @@ void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call 
         qi[d] = shift == M3IDX_VERIFY_NO_SHIFT ? 0 : m3idx__verify_query_int(q[d], shift);
     }
     const uint8_t *page = c->pages + (int64_t)item[1] * M3IDX_PAGE_BYTES;
-#ifdef M3IDX_CPU_HAVE_AVX512
-    if (vnni && shift != M3IDX_VERIFY_NO_SHIFT) {
-      m3idx__cpu_block_terms_vnni(qi, shift, page, item[2], c->bound_terms + 2 * i);
-      continue;
-    }
-#endif
-    m3idx__verify_block_terms(qi, shift, page, item[2], c->bound_terms + 2 * i);
+    double *out = c->bound_terms + 2 * i;
+    const uint8_t *scales = page + M3IDX_PAGE_DATA_BYTES;
+    /* A floor (keys negated) is one key's terms: m3idx__verify_floor_terms. */
+    const int32_t t = item[2] < 0 ? m3idx__verify_floor_key(page, -item[2]) : 0;
+    const int32_t keys = item[2] < 0 ? t >= 0 : item[2];
+    m3idx_cpu_terms_kernel terms = /* the picked instructions' kernel */
+        shift != M3IDX_VERIFY_NO_SHIFT ? s->terms : m3idx__cpu_block_terms_rule;
+    terms(qi, shift, page + 64 * t, scales + 4 * t, keys, out);
   }
     m3idx__fpenv_leave(env);
   }

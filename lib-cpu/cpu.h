@@ -98,10 +98,23 @@ void m3idx__cpu_page_scores_avx512(const uint8_t *page, const uint8_t *ahead,
                                    float scale);
 #endif
 
+/* The largest verification terms of `keys' keys (codes 64 bytes a key,
+ * scales 4) for a row with a shift: the bits of the rule's
+ * m3idx__verify_key_terms (lib/verify-rules.h). */
+typedef void (*m3idx_cpu_terms_kernel)(const uint32_t *qi, int32_t s, const uint8_t *codes,
+                                       const uint8_t *scales, int32_t keys, double *out);
+void m3idx__cpu_block_terms_rule(const uint32_t *qi, int32_t s, const uint8_t *codes,
+                                 const uint8_t *scales, int32_t keys, double *out);
+#ifdef M3IDX_CPU_HAVE_AVX512
+void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uint8_t *codes,
+                                 const uint8_t *scales, int32_t keys, double *out);
+#endif
+
 /* The fastest kernel this processor runs, or the one M3IDX_CPU_ISA names
- * (scalar, fp64, avx512, vnni, vnni-vbmi); *name says which.  NULL if
+ * (scalar, fp64, avx512, vnni, vnni-vbmi); *name says which, *terms the
+ * verification terms kernel of the same instructions.  NULL if
  * M3IDX_CPU_ISA asks for one this processor lacks. */
-m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
+m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name, m3idx_cpu_terms_kernel *terms,
                                              struct m3idx_errbuf *err);
 
 struct m3idx_cpu_state {
@@ -109,6 +122,7 @@ struct m3idx_cpu_state {
   int threads;                  /* worker threads of every parallel region */
   m3idx_cpu_page_kernel kernel;
   const char *kernel_name;
+  m3idx_cpu_terms_kernel terms; /* verification's (bound.c) */
   int32_t max_width;            /* blocks of max_model_len */
   float *query_f32;             /* [max_rows * max_heads * 128] */
   int8_t *query_spread;         /* [max_rows * max_heads] m3idx__row_spread_allowed */
@@ -140,10 +154,7 @@ static inline int32_t m3idx__cpu_keys_seen(int32_t pos, int32_t b) {
 
 /* Verification's bound terms of the call's listed blocks (bound.c). */
 void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c);
-/* One block's terms with AVX-512 VNNI, the bits of m3idx__verify_block_terms
- * for a row with a shift (bound-vnni.c). */
-void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uint8_t *page,
-                                 int32_t keys, double *out);
+
 /* Pin (and, with topk != NULL, select) every (head, row): one pass. */
 void m3idx__cpu_pin_topk(struct m3idx_cpu_state *s, const struct m3idx_call *c,
                          float *scores, int64_t stride, int pin,

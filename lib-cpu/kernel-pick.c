@@ -19,29 +19,34 @@
 static int always(void) { return 1; }
 
 /* The kernels, fastest first: the first usable one is taken, unless
- * M3IDX_CPU_ISA names another. */
+ * M3IDX_CPU_ISA names another; each with verification's terms kernel. */
 static const struct {
   const char *name;
   m3idx_cpu_page_kernel fn;
+  m3idx_cpu_terms_kernel terms;
   int (*usable)(void);
 } kernels[] = {
 #ifdef M3IDX_CPU_HAVE_AVX512
-    {"vnni-vbmi", m3idx__cpu_page_scores_vnni_vbmi, m3idx__cpu_has_avx512vnni_vbmi},
-    {"vnni", m3idx__cpu_page_scores_vnni, m3idx__cpu_has_avx512vnni},
-    {"avx512", m3idx__cpu_page_scores_avx512, m3idx__cpu_has_avx512f},
+    {"vnni-vbmi", m3idx__cpu_page_scores_vnni_vbmi, m3idx__cpu_block_terms_vnni,
+     m3idx__cpu_has_avx512vnni_vbmi},
+    {"vnni", m3idx__cpu_page_scores_vnni, m3idx__cpu_block_terms_vnni,
+     m3idx__cpu_has_avx512vnni},
+    {"avx512", m3idx__cpu_page_scores_avx512, m3idx__cpu_block_terms_rule,
+     m3idx__cpu_has_avx512f},
 #endif
-    {"fp64", m3idx__cpu_page_scores_fp64, always},
-    {"scalar", m3idx__cpu_page_scores_scalar, always},
+    {"fp64", m3idx__cpu_page_scores_fp64, m3idx__cpu_block_terms_rule, always},
+    {"scalar", m3idx__cpu_page_scores_scalar, m3idx__cpu_block_terms_rule, always},
 };
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
 
-m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name,
+m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name, m3idx_cpu_terms_kernel *terms,
                                              struct m3idx_errbuf *err) {
   const char *want = getenv("M3IDX_CPU_ISA");
   const int forced = want != NULL && *want != '\0';
   for (size_t i = 0; i < NKERNELS; i++)
     if ((!forced || strcmp(want, kernels[i].name) == 0) && kernels[i].usable()) {
       *name = kernels[i].name;
+      *terms = kernels[i].terms;
       return kernels[i].fn;
     }
   char usable[128] = "";

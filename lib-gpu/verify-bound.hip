@@ -2,7 +2,8 @@
  * verify-bound.hip - verification's bound terms on the device: one block
  * of 128 threads an item {query row, page, keys}; thread d rounds element
  * d of the row up to its integer (lib/verify-rules.h), thread t takes key
- * t's terms, and the block keeps the largest, so the bits are the CPU's.
+ * t's terms, and the block keeps the largest, so the bits are the CPU's;
+ * a floor item (keys negated) is one key's terms, taken by thread 0.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -34,9 +35,17 @@ __global__ void __launch_bounds__(128)
     const int32_t shift = m3idx__verify_shift(amax_part[0]);
     qi[t] = shift == M3IDX_VERIFY_NO_SHIFT ? 0u : m3idx__verify_query_int(q, shift);
     __syncthreads();
-    const int bad = page < 0 || page >= c.num_pages || keys < 1 || keys > M3IDX_BLOCK_SIZE;
+    const int n = keys < 0 ? -keys : keys; /* negated: the block's floor */
+    const int bad = page < 0 || page >= c.num_pages || n < 1 || n > M3IDX_BLOCK_SIZE;
     if (bad && t == 0)
       atomicOr(c.err, M3IDX_GPU_BAD_PAGE_ID);
+    if (keys < 0) {
+      if (!bad && t == 0)
+        m3idx__verify_floor_terms(qi, shift, c.pages + (long long)page * M3IDX_PAGE_BYTES, n,
+                                  terms + 2 * i);
+      __syncthreads();
+      continue;
+    }
     double kt[2] = {0.0, 0.0};
     if (!bad && t < keys) {
       const uint8_t *pg = c.pages + (long long)page * M3IDX_PAGE_BYTES;

@@ -73,7 +73,8 @@ struct m3idx_call {
 
   /* M3IDX_STAGE_BOUND, host memory on every backend: bound_count items
      {query row (row * num_heads + head), page id, causal keys}, each
-     given its block's terms {A, K} (lib/verify-rules.h). */
+     given its block's terms {A, K}, or for keys negated the block's floor
+     (m3idx__verify_floor_terms; lib/verify-rules.h). */
   const int32_t *bound_items;
   int64_t bound_count;
   double *bound_terms;

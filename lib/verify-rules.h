@@ -38,6 +38,17 @@
 #define M3IDX_VERIFY_ETA 0x1p-126   /* an fp32 operation's absolute floor */
 #define M3IDX_VERIFY_OPS 130        /* 127 additions, a product, scale, sigma */
 
+/* 2^e as fp64 (e within fp64's normal range), from its bits. */
+M3IDX_RULE double m3idx__verify_pow2(int32_t e) {
+  return m3idx__bits_to_double((uint64_t)(1023 + e) << 52);
+}
+
+/* The fp32 ulp of a magnitude a in [2^-126, 2^128): 2^(its exponent - 23). */
+M3IDX_RULE double m3idx__verify_ulp(double a) {
+  const int32_t e = (int32_t)(m3idx__double_to_bits(a) >> 52) - 1023;
+  return m3idx__verify_pow2(e - 23);
+}
+
 /* The query rounding a candidate may have made first: element errors
  * within rho |q| + alpha amax (round to nearest; e4m3 to its subnormals). */
 M3IDX_RULE void m3idx__verify_query_rounding(int rounding, double *rho, double *alpha) {
@@ -67,9 +78,7 @@ M3IDX_RULE double m3idx__verify_bound(double a_max, double k_max, double amax, f
   const double s = fabs((double)scale);
   double e = s * (dq + gamma * (a_max + dq) + 300.0 * eta * (amax > 1.0 ? amax : 1.0)) + 2.0 * eta;
   const double ax = fabs(x) < INFINITY ? fabs(x) : 0.0;
-  int ex;
-  (void)frexp(ax, &ex); /* ax in [2^(ex-1), 2^ex): its fp32 ulp is 2^(ex-24) */
-  const double ulp = ax >= 0x1p-126 ? ldexp(1.0, ex - 24) : 0x1p-149;
+  const double ulp = ax >= 0x1p-126 ? m3idx__verify_ulp(ax) : 0x1p-149;
   e += tol_rel * ax + tol_ulps * ulp;
   return e * (1.0 + 0x1p-40);
 }
@@ -121,8 +130,8 @@ M3IDX_RULE void m3idx__verify_key_terms(const uint32_t *qi, int32_t s, const uin
       gq += qi[d] * m;
       gk += m;
     }
-    a += ldexp((double)gq, (int)scales[g] - 128 - s);
-    k += ldexp((double)gk, (int)scales[g] - 128);
+    a += (double)gq * m3idx__verify_pow2((int32_t)scales[g] - 128 - s);
+    k += (double)gk * m3idx__verify_pow2((int32_t)scales[g] - 128);
   }
   terms[0] = s == M3IDX_VERIFY_NO_SHIFT ? INFINITY : a;
   terms[1] = k;
@@ -143,6 +152,35 @@ M3IDX_RULE void m3idx__verify_block_terms(const uint32_t *qi, int32_t s, const u
   out[1] = k_max;
 }
 
+/* The key of a block's first `keys' whose terms are its floor: the first
+ * of the largest scale byte among keys without a NaN scale (the group
+ * of the largest scale mostly decides a key's A); -1 when there is none.
+ * Its terms are below no block's terms (each is a largest over keys). */
+M3IDX_RULE int32_t m3idx__verify_floor_key(const uint8_t *page, int32_t keys) {
+  int32_t best = -1, best_e = -1;
+  for (int32_t t = 0; t < keys; t++) {
+    const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
+    const int32_t spread = m3idx__key_spread(sc);
+    int32_t e = sc[0];
+    for (int g = 1; g < 4; g++)
+      e = sc[g] > e ? sc[g] : e;
+    if (spread != 255 && e > best_e) {
+      best_e = e;
+      best = t;
+    }
+  }
+  return best;
+}
+
+/* A block's floor: the terms of its floor key (0, 0 without one). */
+M3IDX_RULE void m3idx__verify_floor_terms(const uint32_t *qi, int32_t s, const uint8_t *page,
+                                          int32_t keys, double *out) {
+  const int32_t t = m3idx__verify_floor_key(page, keys);
+  out[0] = out[1] = 0.0;
+  if (t >= 0)
+    m3idx__verify_key_terms(qi, s, page + 64 * t, page + M3IDX_PAGE_DATA_BYTES + 4 * t, out);
+}
+
 /* A lower bound of a block's A from its rounded score x (finite, not
  * pinned): |x| <= |scale| A (1 + 2^-24) + 2^-150, so this never exceeds
  * the true sum and the bound it gives never exceeds the block's bound. */
@@ -155,9 +193,7 @@ M3IDX_RULE double m3idx__verify_a_floor(float x, float scale) {
  * from it (0 for a pinned or non-finite value, handled by the caller). */
 M3IDX_RULE double m3idx__verify_half_ulp(float l) {
   const double a = fabs((double)l);
-  int ex;
-  (void)frexp(a, &ex);
-  return a >= 0x1p-126 ? ldexp(1.0, ex - 25) : 0x1p-150;
+  return a >= 0x1p-126 ? 0.5 * m3idx__verify_ulp(a) : 0x1p-150;
 }
 
 #endif /* M3IDX_VERIFY_RULES_H */

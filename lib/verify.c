@@ -110,8 +110,8 @@ struct verify {
   const struct m3idx_call *c;     /* host pointers for the metadata */
   const int32_t *pos, *req;       /* each row's position and request */
   int64_t width;
-  double *terms;                  /* [pairs, width, 2] */
-  uint8_t *known;                 /* [pairs, width]: 0 no, 1 asked, 2 known */
+  double *terms;                  /* [pairs, width, 2]: a floor, then the terms */
+  uint8_t *known;                 /* [pairs, width]: enum known */
   int32_t *items;                 /* [cap, 3] for the backend */
   int64_t *item_at;               /* [cap]: the (pair, block) of each item */
   int64_t n_items, cap_items;
@@ -119,22 +119,34 @@ struct verify {
   double max_dev;                 /* the largest known deviation so far */
 };
 
+/* What is known of a block's terms.  The floor is the terms of one key
+ * (m3idx__verify_floor_key), which no block's terms are below: cheap,
+ * and mostly close to the truth, so it settles most blocks. */
+enum known { NOTHING, TERMS_ASKED, TERMS, FLOOR_ASKED, FLOOR };
+
+/* Ask the backend for block b's terms, or its floor (keys negated). */
+static void ask(struct verify *v, int64_t hr, int32_t b, int floor_only) {
+  const int64_t at = hr * v->width + b;
+  if (v->n_items == v->cap_items)
+    return; /* the next round asks again */
+  const int32_t h = (int32_t)(hr / v->c->num_rows), row = (int32_t)(hr % v->c->num_rows);
+  int32_t *it = v->items + 3 * v->n_items;
+  it[0] = row * v->c->num_heads + h;
+  it[1] = v->c->block_table[(int64_t)v->req[row] * v->c->bt_stride + b];
+  const int32_t keys = v->pos[row] - b * M3IDX_BLOCK_SIZE + 1;
+  it[2] = (keys < M3IDX_BLOCK_SIZE ? keys : M3IDX_BLOCK_SIZE) * (floor_only ? -1 : 1);
+  v->item_at[v->n_items++] = at;
+  v->known[at] = floor_only ? FLOOR_ASKED : TERMS_ASKED;
+}
+
 /* The block's terms, or NULL after asking for them (*pending set). */
 static const double *terms_of(struct verify *v, int64_t hr, int32_t b, int *pending) {
   const int64_t at = hr * v->width + b;
-  if (v->known[at] == 2)
+  if (v->known[at] == TERMS)
     return v->terms + 2 * at;
   *pending = 1;
-  if (v->known[at] == 0 && v->n_items < v->cap_items) {
-    const int32_t h = (int32_t)(hr / v->c->num_rows), row = (int32_t)(hr % v->c->num_rows);
-    int32_t *it = v->items + 3 * v->n_items;
-    it[0] = row * v->c->num_heads + h;
-    it[1] = v->c->block_table[(int64_t)v->req[row] * v->c->bt_stride + b];
-    const int32_t keys = v->pos[row] - b * M3IDX_BLOCK_SIZE + 1;
-    it[2] = keys < M3IDX_BLOCK_SIZE ? keys : M3IDX_BLOCK_SIZE;
-    v->item_at[v->n_items++] = at;
-    v->known[at] = 1;
-  }
+  if (v->known[at] == NOTHING || v->known[at] == FLOOR)
+    ask(v, hr, b, 0);
   return NULL;
 }
 
@@ -161,7 +173,14 @@ static struct interval tight(const struct row_ctx *r, int32_t b, const double *t
 static struct interval floor_of(const struct row_ctx *r, int32_t b, int *needs_terms) {
   const float x = r->ref[b];
   const int fixed = x != x || x == -INFINITY || is_forced(b, r->n, r->init, r->local);
-  const double t[2] = {fixed ? 0.0 : m3idx__verify_a_floor(x, r->scale), 0.0};
+  double t[2] = {fixed ? 0.0 : m3idx__verify_a_floor(x, r->scale), 0.0};
+  const int64_t at = r->hr * r->v->width + b;
+  const uint8_t k = r->v->known[at];
+  if (!fixed && (k == FLOOR || k == TERMS)) {
+    const double *f = r->v->terms + 2 * at;
+    t[0] = f[0] > t[0] ? f[0] : t[0];
+    t[1] = f[1];
+  }
   *needs_terms = !fixed;
   return tight(r, b, t);
 }
@@ -243,20 +262,24 @@ static void check_scores(const struct row_ctx *r, int want_inside, int32_t *bad,
     const int surely_inside = s >= f.lo && s <= f.hi;
     const int64_t at = r->hr * r->v->width + b;
     struct interval v = f;
-    if (needs && r->v->known[at] == 2)
+    const uint8_t k = r->v->known[at];
+    if (needs && k == TERMS)
       v = tight(r, b, r->v->terms + 2 * at);
     else if (needs && ub > 0.0) {
-      /* Terms unknown: ask when the verdict or the largest deviation may
-         depend on them (the first round asks for the row's largest only). */
-      const int for_dev = ub > r->v->max_dev;
-      if ((want_inside && !surely_inside) || (for_dev && r->v->round > 0))
-        (void)terms_of(r->v, r->hr, b, pending);
-      else if (for_dev) {
-        *pending = 1;
-        if (ub > top_ub) {
-          top_ub = ub;
-          top = b;
-        }
+      /* Terms unknown: needed when the verdict or the largest deviation
+         may depend on them.  The floor first; then the terms, though
+         while no deviation is known only the row's largest is asked. */
+      const int for_dev = ub > r->v->max_dev, inside = want_inside && !surely_inside;
+      if (!inside && !for_dev)
+        continue;
+      *pending = 1;
+      if (k == NOTHING)
+        ask(r->v, r->hr, b, 1);
+      else if (k == FLOOR && (inside || r->v->max_dev > 0.0))
+        ask(r->v, r->hr, b, 0);
+      else if (k == FLOOR && ub > top_ub) {
+        top_ub = ub;
+        top = b;
       }
       continue;
     }
@@ -585,7 +608,7 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
       goto out;
     for (int64_t i = 0; i < v.n_items; i++) {
       memcpy(terms + 2 * v.item_at[i], item_terms + 2 * i, 2 * sizeof(double));
-      known[v.item_at[i]] = 2;
+      known[v.item_at[i]] = known[v.item_at[i]] == FLOOR_ASKED ? FLOOR : TERMS;
     }
   }
   for (int64_t hr = 0; hr < pairs; hr++) {
