@@ -123,3 +123,28 @@ TARGET void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uin
   out[0] *= m3idx__verify_pow2(-s); /* exact */
 }
 #endif
+
+#ifdef M3IDX_CPU_HAVE_AVX512
+/* m3idx__verify_floor_key over 16 keys a vector: each key's largest scale
+ * byte plus one (0 for a key with a NaN scale or past the keys), the
+ * first of the largest. */
+TARGET int32_t m3idx__cpu_floor_key_vnni(const uint8_t *scales, int32_t keys) {
+  int32_t best = -1;
+  uint32_t best_v = 0;
+  for (int32_t t0 = 0; t0 < keys; t0 += 16) {
+    const __mmask16 live = (__mmask16)(keys - t0 >= 16 ? 0xffffu : (1u << (keys - t0)) - 1u);
+    const __m512i v = _mm512_maskz_loadu_epi32(live, scales + 4 * t0);
+    __m512i m = _mm512_max_epu8(v, _mm512_srli_epi32(v, 8));
+    m = _mm512_and_si512(_mm512_max_epu8(m, _mm512_srli_epi32(m, 16)), _mm512_set1_epi32(255));
+    const __mmask16 nan = _mm512_test_epi32_mask(
+        _mm512_movm_epi8(_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(-1))), _mm512_set1_epi32(-1));
+    const __m512i val = _mm512_maskz_add_epi32(live & (__mmask16)~nan, m, _mm512_set1_epi32(1));
+    const uint32_t top = (uint32_t)_mm512_reduce_max_epu32(val);
+    if (top > best_v) {
+      best_v = top;
+      best = t0 + __builtin_ctz((unsigned)_mm512_cmpeq_epi32_mask(val, _mm512_set1_epi32((int)top)));
+    }
+  }
+  return best;
+}
+#endif

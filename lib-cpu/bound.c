@@ -27,6 +27,10 @@ void m3idx__cpu_block_terms_rule(const uint32_t *qi, int32_t s, const uint8_t *c
   out[1] = k_max;
 }
 
+int32_t m3idx__cpu_floor_key_rule(const uint8_t *scales, int32_t keys) {
+  return m3idx__verify_floor_key(scales, keys);
+}
+
 void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c) {
   m3idx__cpu_decode_queries(s, c);
   const int64_t n = c->bound_count;
@@ -54,7 +58,7 @@ void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call 
     double *out = c->bound_terms + 2 * i;
     const uint8_t *scales = page + M3IDX_PAGE_DATA_BYTES;
     /* A floor (keys negated) is one key's terms: m3idx__verify_floor_terms. */
-    const int32_t t = item[2] < 0 ? m3idx__verify_floor_key(page, -item[2]) : 0;
+    const int32_t t = item[2] < 0 ? s->floor_key(scales, -item[2]) : 0;
     const int32_t keys = item[2] < 0 ? t >= 0 : item[2];
     m3idx_cpu_terms_kernel terms = /* the picked instructions' kernel */
         shift != M3IDX_VERIFY_NO_SHIFT ? s->terms : m3idx__cpu_block_terms_rule;

@@ -52,7 +52,7 @@ static m3idx_status cpu_create(const struct m3idx_backend_config *cfg,
     free(s);
     return st;
   }
-  s->kernel = m3idx__cpu_pick_kernel(&s->kernel_name, &s->terms, err);
+  s->kernel = m3idx__cpu_pick_kernel(&s->kernel_name, &s->terms, &s->floor_key, err);
   if (s->kernel == NULL) {
     free(s);
     return M3IDX_ERR_UNSUPPORTED;

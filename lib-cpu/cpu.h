@@ -105,16 +105,21 @@ typedef void (*m3idx_cpu_terms_kernel)(const uint32_t *qi, int32_t s, const uint
                                        const uint8_t *scales, int32_t keys, double *out);
 void m3idx__cpu_block_terms_rule(const uint32_t *qi, int32_t s, const uint8_t *codes,
                                  const uint8_t *scales, int32_t keys, double *out);
+/* m3idx__verify_floor_key from a block's scale bytes. */
+typedef int32_t (*m3idx_cpu_floor_key)(const uint8_t *scales, int32_t keys);
+int32_t m3idx__cpu_floor_key_rule(const uint8_t *scales, int32_t keys);
 #ifdef M3IDX_CPU_HAVE_AVX512
 void m3idx__cpu_block_terms_vnni(const uint32_t *qi, int32_t s, const uint8_t *codes,
                                  const uint8_t *scales, int32_t keys, double *out);
+int32_t m3idx__cpu_floor_key_vnni(const uint8_t *scales, int32_t keys);
 #endif
 
 /* The fastest kernel this processor runs, or the one M3IDX_CPU_ISA names
- * (scalar, fp64, avx512, vnni, vnni-vbmi); *name says which, *terms the
- * verification terms kernel of the same instructions.  NULL if
+ * (scalar, fp64, avx512, vnni, vnni-vbmi); *name says which, *terms and
+ * *floor_key verification's kernels of the same instructions.  NULL if
  * M3IDX_CPU_ISA asks for one this processor lacks. */
 m3idx_cpu_page_kernel m3idx__cpu_pick_kernel(const char **name, m3idx_cpu_terms_kernel *terms,
+                                             m3idx_cpu_floor_key *floor_key,
                                              struct m3idx_errbuf *err);
 
 struct m3idx_cpu_state {
@@ -123,6 +128,7 @@ struct m3idx_cpu_state {
   m3idx_cpu_page_kernel kernel;
   const char *kernel_name;
   m3idx_cpu_terms_kernel terms; /* verification's (bound.c) */
+  m3idx_cpu_floor_key floor_key;
   int32_t max_width;            /* blocks of max_model_len */
   float *query_f32;             /* [max_rows * max_heads * 128] */
   int8_t *query_spread;         /* [max_rows * max_heads] m3idx__row_spread_allowed */

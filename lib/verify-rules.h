@@ -152,14 +152,15 @@ M3IDX_RULE void m3idx__verify_block_terms(const uint32_t *qi, int32_t s, const u
   out[1] = k_max;
 }
 
-/* The key of a block's first `keys' whose terms are its floor: the first
+/* The key of a block's first `keys' (scale bytes 4 a key) whose terms are
+ * its floor: the first
  * of the largest scale byte among keys without a NaN scale (the group
  * of the largest scale mostly decides a key's A); -1 when there is none.
  * Its terms are below no block's terms (each is a largest over keys). */
-M3IDX_RULE int32_t m3idx__verify_floor_key(const uint8_t *page, int32_t keys) {
+M3IDX_RULE int32_t m3idx__verify_floor_key(const uint8_t *scales, int32_t keys) {
   int32_t best = -1, best_e = -1;
   for (int32_t t = 0; t < keys; t++) {
-    const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
+    const uint8_t *sc = scales + 4 * t;
     const int32_t spread = m3idx__key_spread(sc);
     int32_t e = sc[0];
     for (int g = 1; g < 4; g++)
@@ -175,7 +176,7 @@ M3IDX_RULE int32_t m3idx__verify_floor_key(const uint8_t *page, int32_t keys) {
 /* A block's floor: the terms of its floor key (0, 0 without one). */
 M3IDX_RULE void m3idx__verify_floor_terms(const uint32_t *qi, int32_t s, const uint8_t *page,
                                           int32_t keys, double *out) {
-  const int32_t t = m3idx__verify_floor_key(page, keys);
+  const int32_t t = m3idx__verify_floor_key(page + M3IDX_PAGE_DATA_BYTES, keys);
   out[0] = out[1] = 0.0;
   if (t >= 0)
     m3idx__verify_key_terms(qi, s, page + 64 * t, page + M3IDX_PAGE_DATA_BYTES + 4 * t, out);

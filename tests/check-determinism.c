@@ -7,6 +7,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,65 @@ static void kernels_match_scalar(struct test_case *tc) {
   case_free(tc);
 }
 
+/* Verification's verdicts, proofs and largest deviation are the same
+ * bits whichever kernel computes the bound's terms (each kernel's terms
+ * against the scalar rule's), on a near candidate: every score one ulp
+ * off, the ids m3idx's. */
+static void verify_kernels_match_scalar(struct test_case *tc, int finite_bounds) {
+  static const char *const kernels[] = {"scalar", "fp64", "avx512", "vnni", "vnni-vbmi"};
+  const int64_t pairs = (int64_t)tc->batch.num_heads * tc->batch.num_rows;
+  const int64_t w = oracle_width(&tc->oc);
+  float *scores = malloc(sizeof(float) * (size_t)(pairs * w));
+  int32_t *ids = malloc(sizeof(int32_t) * 16 * (size_t)pairs);
+  m3idx_verify_row *rows[2] = {malloc(sizeof **rows * (size_t)pairs),
+                               malloc(sizeof **rows * (size_t)pairs)};
+  m3idx_verify_summary sum[2];
+  for (int k = 0; k < (int)(sizeof kernels / sizeof kernels[0]); k++) {
+    setenv("M3IDX_CPU_ISA", kernels[k], 1);
+    m3idx_options o;
+    m3idx_context *ctx = NULL;
+    case_options(tc, &o);
+    o.backend = M3IDX_BACKEND_CPU;
+    if (m3idx_context_create(&o, &ctx) != M3IDX_OK)
+      continue; /* not on this processor */
+    if (k == 0) {
+      ck_assert_int_eq(m3idx_index_topk_decode(ctx, &tc->batch, &tc->query, &tc->kcache,
+                                               tc->init_blocks, tc->local_blocks, NULL, 0, ids,
+                                               scores, w), M3IDX_OK);
+      ck_assert_int_eq(m3idx_score_decode(ctx, &tc->batch, &tc->query, &tc->kcache, NULL, 0,
+                                          scores, w), M3IDX_OK);
+      for (int64_t i = 0; i < pairs * w; i++)
+        if (scores[i] == scores[i] && scores[i] > -1e30f && scores[i] < 1e30f)
+          scores[i] = nextafterf(scores[i], i % 3 ? INFINITY : -INFINITY);
+    }
+    const int at = k == 0 ? 0 : 1;
+    ck_assert_int_eq(m3idx_verify_topk(ctx, &tc->batch, &tc->query, &tc->kcache, tc->init_blocks,
+                                       tc->local_blocks, ids, scores, w, NULL, rows[at], &sum[at]),
+                     M3IDX_OK);
+    if (at == 1) {
+      ck_assert_msg(memcmp(&sum[1], &sum[0], sizeof sum[0]) == 0, "%s: the summary differs",
+                    kernels[k]);
+      ck_assert_msg(memcmp(rows[1], rows[0], sizeof **rows * (size_t)pairs) == 0,
+                    "%s: a row's verdict differs", kernels[k]);
+    } else if (finite_bounds)
+      ck_assert(sum[0].max_score_deviation > 0.0); /* terms were needed */
+    m3idx_context_destroy(ctx);
+  }
+  unsetenv("M3IDX_CPU_ISA");
+  free(scores);
+  free(ids);
+  free(rows[0]);
+  free(rows[1]);
+  case_free(tc);
+}
+
+START_TEST(verify_kernels_agree) {
+  verify_kernels_match_scalar(one_row_decode(FLAVOR_PLAIN), 1);
+  verify_kernels_match_scalar(mixed_decode(), 0);
+  verify_kernels_match_scalar(one_row_decode(FLAVOR_SPECIAL), 0);
+}
+END_TEST
+
 START_TEST(kernels_agree) {
   kernels_match_scalar(mixed_decode());
   kernels_match_scalar(mixed_prefill());
@@ -186,6 +246,7 @@ int main(void) {
   tcase_add_test(t, thread_counts_decode);
   tcase_add_test(t, thread_counts_prefill);
   tcase_add_test(t, kernels_agree);
+  tcase_add_test(t, verify_kernels_agree);
   tcase_add_test(t, kernels_agree_tiny_queries);
   tcase_add_test(t, kernels_agree_edge_patterns);
   tcase_add_test(t, caller_fp_environment);
