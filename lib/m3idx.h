@@ -272,7 +272,12 @@ typedef struct m3idx_verify_options {
   m3idx_query_rounding query_rounding;
   double tolerance_rel;         /* extra bound: this fraction of |score| */
   double tolerance_ulps;        /* extra bound: this many fp32 ulps of the score */
+  uint32_t flags;               /* M3IDX_VERIFY_* */
 } m3idx_verify_options;
+
+/* Verdicts only: summary->max_score_deviation is not computed (NaN), which
+ * spares the bound's terms of blocks no verdict depends on. */
+#define M3IDX_VERIFY_NO_MAX_DEVIATION 1u
 
 /* Defaults: ORDER_DESC, no query rounding, no tolerance; sets opts->size. */
 M3IDX_API void m3idx_verify_options_init(m3idx_verify_options *opts);

@@ -54,6 +54,10 @@ static m3idx_status check_options(m3idx_context *ctx, const m3idx_verify_options
   if (!(o->tolerance_ulps >= 0.0 && o->tolerance_ulps < INFINITY))
     return m3idx__fail(ctx, M3IDX_ERR_INVALID_ARGUMENT,
                        "opts->tolerance_ulps is %g, must be finite and >= 0", o->tolerance_ulps);
+  if (o->flags & ~M3IDX_VERIFY_NO_MAX_DEVIATION)
+    return m3idx__fail(ctx, M3IDX_ERR_INVALID_ARGUMENT,
+                       "opts->flags is 0x%x, not a combination of M3IDX_VERIFY_NO_MAX_DEVIATION",
+                       (unsigned)o->flags);
   return M3IDX_OK;
 }
 
@@ -269,7 +273,8 @@ static void check_scores(const struct row_ctx *r, int want_inside, int32_t *bad,
       /* Terms unknown: needed when the verdict or the largest deviation
          may depend on them.  The floor first; then the terms, though
          while no deviation is known only the row's largest is asked. */
-      const int for_dev = ub > r->v->max_dev, inside = want_inside && !surely_inside;
+      const int for_dev = ub > r->v->max_dev && !(r->o->flags & M3IDX_VERIFY_NO_MAX_DEVIATION);
+      const int inside = want_inside && !surely_inside;
       if (!inside && !for_dev)
         continue;
       *pending = 1;
@@ -618,6 +623,8 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
     sum.max_score_deviation =
         row_dev[hr] > sum.max_score_deviation ? row_dev[hr] : sum.max_score_deviation;
   }
+  if (o.flags & M3IDX_VERIFY_NO_MAX_DEVIATION)
+    sum.max_score_deviation = NAN;
   if (rows)
     memcpy(rows, verdicts, sizeof *verdicts * (size_t)pairs);
   if (summary)

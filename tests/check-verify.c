@@ -668,6 +668,33 @@ START_TEST(score_at_the_bound) {
 }
 END_TEST
 
+/* Verdicts only (M3IDX_VERIFY_NO_MAX_DEVIATION): every row's verdict and
+ * proof as with the largest deviation, which is NaN. */
+START_TEST(verdicts_only) {
+  m3idx_verify_options o;
+  m3idx_verify_options_init(&o);
+  o.flags = M3IDX_VERIFY_NO_MAX_DEVIATION;
+  for (int i = 0; i < 4; i++) {
+    struct run x;
+    run_open(&x, make_case(i, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
+    candidate_scores(x.tc, i % 2 ? SHUFFLED : DROP_GROUP, 0, 0, NO_BUG, x.scores, x.width);
+    ids_of_scores(&x);
+    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    const size_t n = sizeof *x.rows * (size_t)x.sum.rows;
+    m3idx_verify_row *all = malloc(n);
+    memcpy(all, x.rows, n);
+    const m3idx_verify_summary with = x.sum;
+    ck_assert_int_eq(verify(&x, 1, &o), M3IDX_OK);
+    ck_assert_int_eq(memcmp(all, x.rows, n), 0);
+    ck_assert(x.sum.exact == with.exact && x.sum.equivalent == with.equivalent &&
+              x.sum.wrong == with.wrong);
+    ck_assert(isnan(x.sum.max_score_deviation) && with.max_score_deviation > 0.0);
+    free(all);
+    run_close(&x);
+  }
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   struct run x;
   run_open(&x, make_case(0, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
@@ -689,6 +716,10 @@ START_TEST(bad_arguments) {
   ck_assert_int_eq(verify(&x, 0, &o), M3IDX_ERR_INVALID_ARGUMENT);
   ck_assert(strstr(m3idx_last_error(x.ctx), "tolerance_ulps"));
   m3idx_verify_options_init(&o);
+  o.flags = 2;
+  ck_assert_int_eq(verify(&x, 0, &o), M3IDX_ERR_INVALID_ARGUMENT);
+  ck_assert(strstr(m3idx_last_error(x.ctx), "flags"));
+  m3idx_verify_options_init(&o);
   o.size = 3;
   ck_assert_int_eq(verify(&x, 0, &o), M3IDX_ERR_OPTIONS);
   ck_assert_int_eq(memcmp(&x.sum, &keep, sizeof keep), 0);
@@ -706,6 +737,7 @@ int main(void) {
   tcase_add_test(tc, structural_mutants);
   tcase_add_test(tc, buggy_scores);
   tcase_add_test(tc, score_at_the_bound);
+  tcase_add_test(tc, verdicts_only);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
   return run_suite(s);

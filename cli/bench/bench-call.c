@@ -13,10 +13,14 @@
 
 m3idx_status bench_call_once(const struct bench_call *c, enum bench_mode mode) {
   const int fused = mode != BENCH_SCORE_ONLY;
-  if (mode == BENCH_VERIFY_CALL || mode == BENCH_VERIFY_IDS)
+  if (mode >= BENCH_VERIFY_CALL) {
+    m3idx_verify_options o;
+    m3idx_verify_options_init(&o);
+    o.flags = mode == BENCH_VERIFY_MAX_DEV ? 0 : M3IDX_VERIFY_NO_MAX_DEVIATION;
     return m3idx_verify_topk(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->cand,
-                             mode == BENCH_VERIFY_IDS ? NULL : c->cand_scores, c->stride, NULL,
+                             mode == BENCH_VERIFY_IDS ? NULL : c->cand_scores, c->stride, &o,
                              NULL, c->summary);
+  }
   switch (c->stage) {
   case BENCH_DECODE:
     return fused ? m3idx_index_topk_decode(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->map,

@@ -230,12 +230,13 @@ static int topk_of(const m3idx_batch *b, const float *scores, int64_t stride, in
 }
 
 /* Time m3idx_verify_topk of a near candidate (the fused call's scores one
-   ulp off, and their top-k) with its scores (t[0]) and its ids alone
-   (t[1]): "yes" when every row came out exact or equivalent both times,
+   ulp off, and their top-k): its ids and scores for the verdicts (t[0]),
+   its ids alone (t[1]), its ids and scores with the largest deviation
+   (t[2]): "yes" when every row came out exact or equivalent each time,
    as it must, "NO" else; NULL on a failure (err says). */
 static const char *near_candidate_verified(const struct bench_engine *en, void *j,
                                            const struct bench_job *job, int repeats,
-                                           struct bench_timing t[2], char *err, size_t n) {
+                                           struct bench_timing t[3], char *err, size_t n) {
   const float *s;
   const int32_t *ids;
   const size_t rows = (size_t)job->batch.num_heads * (size_t)job->batch.num_rows;
@@ -250,22 +251,21 @@ static const char *near_candidate_verified(const struct bench_engine *en, void *
   int32_t *near_ids = malloc(sizeof(int32_t) * rows * M3IDX_TOPK + 1);
   memcpy(near, s, sizeof(float) * count);
   bench_near_candidate(near, count, 0x5eed);
-  m3idx_verify_summary sum[2] = {{0}, {0}};
+  static const enum bench_mode modes[3] = {BENCH_VERIFY_CALL, BENCH_VERIFY_IDS,
+                                           BENCH_VERIFY_MAX_DEV};
+  m3idx_verify_summary sum[3] = {{0}, {0}, {0}};
   int rc = near_ids == NULL ? -1
            : topk_of(&job->batch, near, (int64_t)(count / rows), near_ids, err, n);
-  if (rc == 0)
-    rc = en->set_candidate(j, near_ids, near, &sum[0], err, n);
-  if (rc == 0)
-    rc = en->time(j, BENCH_VERIFY_CALL, repeats, &t[0], err, n);
-  if (rc == 0)
-    rc = en->set_candidate(j, near_ids, near, &sum[1], err, n);
-  if (rc == 0)
-    rc = en->time(j, BENCH_VERIFY_IDS, repeats, &t[1], err, n);
+  for (int k = 0; k < 3 && rc == 0; k++) {
+    rc = en->set_candidate(j, near_ids, near, &sum[k], err, n);
+    if (rc == 0)
+      rc = en->time(j, modes[k], repeats, &t[k], err, n);
+  }
   free(near);
   free(near_ids);
   if (rc != 0)
     return NULL;
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < 3; k++)
     if (sum[k].rows != (int64_t)rows || sum[k].wrong != 0)
       return "NO";
   return "yes";
@@ -283,7 +283,7 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
   void *j = en->setup(rn->engine[e], &job, err, sizeof err);
   /* Top-k alone has no fused call; a scaling case reports the score alone. */
   const int stages = c->stage == BENCH_TOPK || (c->flags & BENCH_SCALING) ? 1 : 2;
-  struct bench_timing score, fused, verify[2];
+  struct bench_timing score, fused, verify[3];
   if (j == NULL || en->time(j, BENCH_SCORE_ONLY, rn->o->repeats, &score, err, sizeof err) != 0 ||
       (stages == 2 && en->time(j, BENCH_FUSED, rn->o->repeats, &fused, err, sizeof err) != 0)) {
     cli_error("bench", "%s: %s: %s", en->name, name, err);
@@ -305,8 +305,9 @@ static void run_case(struct runner *rn, const struct bench_case *c, const char *
     verified = v ? v : "-";
   }
   en->teardown(j);
-  static const char *const suffix[] = {"", " fused", " verify", " verify ids"};
-  for (int f = 0; f < stages + 2 * (verdicts != NULL); f++) {
+  static const char *const suffix[] = {"", " fused", " verify", " verify ids",
+                                        " verify dev"};
+  for (int f = 0; f < stages + 3 * (verdicts != NULL); f++) {
     struct bench_result *r = bench_report_add(rn->rep);
     if (r == NULL)
       return;

@@ -92,7 +92,13 @@ struct bench_call {
   m3idx_verify_summary *summary;
 };
 /* What bench_call_once runs. */
-enum bench_mode { BENCH_SCORE_ONLY, BENCH_FUSED, BENCH_VERIFY_CALL, BENCH_VERIFY_IDS };
+enum bench_mode {
+  BENCH_SCORE_ONLY,
+  BENCH_FUSED,
+  BENCH_VERIFY_CALL,    /* ids and scores, verdicts only */
+  BENCH_VERIFY_IDS,     /* ids alone */
+  BENCH_VERIFY_MAX_DEV  /* ids and scores, and the largest deviation */
+};
 /* One call: the score stage, the fused call (top-k alone for BENCH_TOPK),
    or verifying the candidate (its ids and scores, or its ids alone)
    against the fused call's forced blocks. */

@@ -19,6 +19,7 @@ REASONS = ("none", "id-range", "duplicate", "count", "padding", "forced", "set",
            "score")
 _ORDERS = {"desc": 0, "any": 1}
 _ROUNDINGS = {"none": 0, "bf16": 1, "e4m3": 2}
+_NO_MAX_DEVIATION = 1  # M3IDX_VERIFY_NO_MAX_DEVIATION
 
 
 class VerifyReport:
@@ -76,14 +77,16 @@ class VerifyReport:
 def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, max_seq_len,
                 scale, query_len=None, cu_seqlens_q=None, context_lens=None, init_blocks=0,
                 local_blocks=1, candidate_scores=None, order="desc", query_rounding="none",
-                tolerance_ulps=0.0, tolerance_rel=0.0, backend=None):
+                tolerance_ulps=0.0, tolerance_rel=0.0, max_deviation=True, backend=None):
     """Judge candidate [H, rows, 16] (request-relative block ids) for the
     call the other arguments describe: decode rows with query_len, prefill
     rows with cu_seqlens_q and context_lens (as topk_from_scores).
     candidate_scores [H, rows, >= width] (optional): the candidate's
     clamped block scores (forced blocks' entries are not read).  order
     'desc' or 'any'; query_rounding 'none', 'bf16' or 'e4m3' (the
-    candidate rounded the query first); tolerances on top of the bound.
+    candidate rounded the query first); tolerances on top of the bound;
+    max_deviation=False leaves max_score_deviation NaN (verdicts only,
+    which spares the bound's terms of blocks no verdict depends on).
     backend as the indexer calls: host arrays run on the CPU reference,
     CUDA/HIP tensors on the GPU backend where they are (no copy; the
     verdicts are the same bits).  Returns a VerifyReport; raises
@@ -113,6 +116,9 @@ def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, m
     opts.query_rounding = _ROUNDINGS[query_rounding]
     opts.tolerance_ulps = D.real(tolerance_ulps, "tolerance_ulps")
     opts.tolerance_rel = D.real(tolerance_rel, "tolerance_rel")
+    if not isinstance(max_deviation, (bool, np.bool_)):
+        raise TypeError("max_deviation is %r, not True or False" % (max_deviation,))
+    opts.flags = 0 if max_deviation else _NO_MAX_DEVIATION
     ib = D.integer(init_blocks, "init_blocks")
     lb = D.integer(local_blocks, "local_blocks")
     device = D.device_of(q, pages, bt, sl, cu, cl, cand, cs)

@@ -118,3 +118,32 @@ def test_bad_arguments():
         _verify(case, topk[:, :, :8].copy())
     with pytest.raises(m3idx.Error, match="tolerance_ulps"):
         _verify(case, topk, tolerance_ulps=-1.0)
+
+
+def test_verdicts_only_skip_the_largest_deviation(cli, tmp_path):
+    """max_deviation=False (--no-max-deviation): the same verdicts and
+    proofs, max_score_deviation NaN (JSON null); the default computes it."""
+    case = make_case(44, "decode", heads=2, query_len=2, lens=(9000, 4000, 700))
+    topk, scores, _ = _topk_and_scores(case)
+    near = np.nextafter(scores, np.float32(np.inf)) * np.float32(1)
+    near[~np.isfinite(scores)] = scores[~np.isfinite(scores)]
+    near[0, 0, 5] = scores[0, 0, 5] * 2 + 1    # a score far off: wrong (score)
+    full = _verify(case, topk, near)
+    fast = _verify(case, topk, near, max_deviation=False)
+    assert full.max_score_deviation > 1.0 and np.isnan(fast.max_score_deviation)
+    assert fast.verdicts.tobytes() == full.verdicts.tobytes()
+    assert fast.wrong_rows == full.wrong_rows and fast.wrong >= 1
+    with pytest.raises(TypeError, match="max_deviation"):
+        _verify(case, topk, near, max_deviation="no")
+    files = {"query": case["q"], "pages": case["pages"], "block-table": case["bt"],
+             "seq-lens": case["seq"], "candidate": topk, "candidate-scores": near}
+    args = [cli, "verify", "--mode", "decode", "--query-dtype", "bf16", "--scale",
+            repr(case["scale"]), "--init-blocks", str(case["init"]), "--local-blocks",
+            str(case["local"]), "--query-len", "2", "--json", "--no-max-deviation"]
+    for opt, arr in files.items():
+        np.save(tmp_path / (opt + ".npy"), arr)
+        args += ["--" + opt, str(tmp_path / (opt + ".npy"))]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    out = json.loads(r.stdout)
+    assert out["max_score_deviation"] is None and out["wrong"] == fast.wrong
