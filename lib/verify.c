@@ -545,6 +545,7 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
   st = host_view_of(ctx, batch, kcache, &c, candidate, candidate_scores, &h, &hc);
   if (st != M3IDX_OK)
     goto out;
+  const int64_t cand_stride = c.score_stride; /* the candidate's; c's becomes the width */
   /* The exact scores and top-k, into host buffers on every backend. */
   c.scores = ref;
   c.score_stride = width;
@@ -589,7 +590,7 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
           .cand = h.cand + hr * M3IDX_TOPK,
           .ref_ids = ref_ids + hr * M3IDX_TOPK,
           .ref = ref + hr * width,
-          .cand_scores = h.cand_scores ? h.cand_scores + hr * c.score_stride : NULL,
+          .cand_scores = h.cand_scores ? h.cand_scores + hr * cand_stride : NULL,
           .n = pos[row] / M3IDX_BLOCK_SIZE + 1,
           .init = init_blocks,
           .local = local_blocks,

@@ -668,6 +668,37 @@ START_TEST(score_at_the_bound) {
 }
 END_TEST
 
+/* Candidate scores with a stride past the width (a row padded, as
+ * vLLM's Triton indexer pads to 16 blocks): the same verdicts as
+ * packed, every row read at its own offset. */
+START_TEST(score_stride_past_the_width) {
+  for (int i = 0; i < 4; i++) {
+    struct run x;
+    run_open(&x, make_case(i, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
+    candidate_scores(x.tc, i % 2 ? SHUFFLED : DROP_GROUP, 0, 0, NO_BUG, x.scores, x.width);
+    ids_of_scores(&x);
+    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    const int64_t pairs = x.sum.rows, stride = x.width + 5;
+    m3idx_verify_row *packed = malloc(sizeof *packed * (size_t)pairs);
+    memcpy(packed, x.rows, sizeof *packed * (size_t)pairs);
+    const m3idx_verify_summary with = x.sum;
+    float *padded = malloc(sizeof(float) * (size_t)(pairs * stride));
+    for (int64_t hr = 0; hr < pairs; hr++)
+      for (int64_t b = 0; b < stride; b++)
+        padded[hr * stride + b] = b < x.width ? x.scores[hr * x.width + b] : -7.0f;
+    const struct test_case *tc = x.tc;
+    ck_assert_int_eq(m3idx_verify_topk(x.ctx, &tc->batch, &tc->query, &tc->kcache, tc->init_blocks,
+                                       tc->local_blocks, x.ids, padded, stride, NULL, x.rows,
+                                       &x.sum), M3IDX_OK);
+    ck_assert_int_eq(memcmp(packed, x.rows, sizeof *packed * (size_t)pairs), 0);
+    ck_assert(memcmp(&with, &x.sum, sizeof with) == 0);
+    free(packed);
+    free(padded);
+    run_close(&x);
+  }
+}
+END_TEST
+
 /* Verdicts only (M3IDX_VERIFY_NO_MAX_DEVIATION): every row's verdict and
  * proof as with the largest deviation, which is NaN. */
 START_TEST(verdicts_only) {
@@ -738,6 +769,7 @@ int main(void) {
   tcase_add_test(tc, buggy_scores);
   tcase_add_test(tc, score_at_the_bound);
   tcase_add_test(tc, verdicts_only);
+  tcase_add_test(tc, score_stride_past_the_width);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
   return run_suite(s);

@@ -207,6 +207,7 @@ static int topk_of(const m3idx_batch *b, const float *scores, int64_t stride, in
                    char *err, size_t n) {
   m3idx_options o;
   m3idx_options_init(&o);
+  o.backend = M3IDX_BACKEND_CPU; /* the arrays are host memory */
   o.max_reqs = b->num_reqs;
   o.max_model_len = b->max_seq_len;
   o.max_rows = b->num_rows;
