@@ -86,10 +86,20 @@ def main():
         cl_t = torch.tensor([C], dtype=torch.int32, device=dev)
         t, s = H.triton_prefill(kbf, q, bt_t, cu_t, sl_t, cl_t, rows, seq[0], 1)
         torch.cuda.synchronize()
-        rep = m3idx.verify_topk(q, pages_t, bt_t, sl_t, t, candidate_scores=s, order="any",
-                                max_seq_len=seq[0], scale=1.0, init_blocks=0, local_blocks=1,
-                                cu_seqlens_q=cu_t, context_lens=cl_t)
-        report("prefill 2048 rows ctx 30000 h1 %s triton-bf16" % kind, rep, dict(order="any"))
+        kw = dict(max_seq_len=seq[0], scale=1.0, init_blocks=0, local_blocks=1, order="any")
+        rep = m3idx.verify_topk(q, pages_t, bt_t, sl_t, t, candidate_scores=s,
+                                cu_seqlens_q=cu_t, context_lens=cl_t, **kw)
+        extra = dict(order="any")
+        if args.cpu_check:
+            host = m3idx.verify_topk(q_u16, pages, bt, np.asarray(seq, np.int32), t.cpu().numpy(),
+                                     candidate_scores=s.cpu().numpy(),
+                                     cu_seqlens_q=np.array([0, rows], np.int32),
+                                     context_lens=np.array([C], np.int32), **kw)
+            extra["cpu_same_verdicts"] = bool(
+                host.verdicts.tobytes() == rep.verdicts.tobytes()
+                and host.wrong_rows == rep.wrong_rows
+                and host.max_score_deviation == rep.max_score_deviation)
+        report("prefill 2048 rows ctx 30000 h1 %s triton-bf16" % kind, rep, extra)
         del kbf
         torch.cuda.empty_cache()
 
