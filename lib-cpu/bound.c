@@ -16,15 +16,7 @@
 
 void m3idx__cpu_block_terms_rule(const uint32_t *qi, int32_t s, const uint8_t *codes,
                                  const uint8_t *scales, int32_t keys, double *out) {
-  double a_max = 0.0, k_max = 0.0;
-  for (int32_t t = 0; t < keys; t++) {
-    double t2[2];
-    m3idx__verify_key_terms(qi, s, codes + 64 * t, scales + 4 * t, t2);
-    a_max = t2[0] > a_max ? t2[0] : a_max;
-    k_max = t2[1] > k_max ? t2[1] : k_max;
-  }
-  out[0] = a_max;
-  out[1] = k_max;
+  m3idx__verify_block_terms(qi, s, codes, scales, keys, out);
 }
 
 int32_t m3idx__cpu_floor_key_rule(const uint8_t *scales, int32_t keys) {
@@ -42,28 +34,21 @@ void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call 
     int32_t row = -1, shift = 0;
     uint32_t qi[M3IDX_HEAD_DIM];
 #pragma omp for schedule(dynamic, 16)
-  for (int64_t i = 0; i < n; i++) {
-    const int32_t *item = c->bound_items + 3 * i;
-    if (item[0] != row) {
-      row = item[0];
-      const float *q = s->query_f32 + (int64_t)row * M3IDX_HEAD_DIM;
-      float amax = 0.0f;
-      for (int d = 0; d < M3IDX_HEAD_DIM; d++)
-        amax = fabsf(q[d]) > amax || q[d] != q[d] ? fabsf(q[d]) : amax;
-      shift = m3idx__verify_shift(amax);
-      for (int d = 0; d < M3IDX_HEAD_DIM; d++)
-        qi[d] = shift == M3IDX_VERIFY_NO_SHIFT ? 0 : m3idx__verify_query_int(q[d], shift);
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t *item = c->bound_items + 3 * i;
+      if (item[0] != row) {
+        row = item[0];
+        shift = m3idx__verify_row_ints(s->query_f32 + (int64_t)row * M3IDX_HEAD_DIM, qi);
+      }
+      const uint8_t *page = c->pages + (int64_t)item[1] * M3IDX_PAGE_BYTES;
+      const uint8_t *scales = page + M3IDX_PAGE_DATA_BYTES;
+      /* A floor (keys negated) is one key's terms: m3idx__verify_floor_terms. */
+      const int32_t t = item[2] < 0 ? s->floor_key(scales, -item[2]) : 0;
+      const int32_t keys = item[2] < 0 ? t >= 0 : item[2];
+      m3idx_cpu_terms_kernel terms = /* the picked instructions' kernel */
+          shift != M3IDX_VERIFY_NO_SHIFT ? s->terms : m3idx__cpu_block_terms_rule;
+      terms(qi, shift, page + 64 * t, scales + 4 * t, keys, c->bound_terms + 2 * i);
     }
-    const uint8_t *page = c->pages + (int64_t)item[1] * M3IDX_PAGE_BYTES;
-    double *out = c->bound_terms + 2 * i;
-    const uint8_t *scales = page + M3IDX_PAGE_DATA_BYTES;
-    /* A floor (keys negated) is one key's terms: m3idx__verify_floor_terms. */
-    const int32_t t = item[2] < 0 ? s->floor_key(scales, -item[2]) : 0;
-    const int32_t keys = item[2] < 0 ? t >= 0 : item[2];
-    m3idx_cpu_terms_kernel terms = /* the picked instructions' kernel */
-        shift != M3IDX_VERIFY_NO_SHIFT ? s->terms : m3idx__cpu_block_terms_rule;
-    terms(qi, shift, page + 64 * t, scales + 4 * t, keys, out);
-  }
     m3idx__fpenv_leave(env);
   }
 }

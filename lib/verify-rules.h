@@ -114,6 +114,18 @@ M3IDX_RULE uint32_t m3idx__verify_query_int(float q, int32_t s) {
   return i + ((double)i < v);
 }
 
+/* A row's integers qi (0 for a row with an inf or NaN element) and its
+ * shift: the serial form of what the device does element by element. */
+M3IDX_RULE int32_t m3idx__verify_row_ints(const float *q, uint32_t *qi) {
+  float amax = 0.0f;
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++)
+    amax = fabsf(q[d]) > amax || q[d] != q[d] ? fabsf(q[d]) : amax;
+  const int32_t s = m3idx__verify_shift(amax);
+  for (int d = 0; d < M3IDX_HEAD_DIM; d++)
+    qi[d] = s == M3IDX_VERIFY_NO_SHIFT ? 0u : m3idx__verify_query_int(q[d], s);
+  return s;
+}
+
 /* A key's A and K (terms[0], terms[1]) from the row's qi and shift; a key
  * with a NaN scale gives -1, -1 (below every real term). */
 M3IDX_RULE void m3idx__verify_key_terms(const uint32_t *qi, int32_t s, const uint8_t *data,
@@ -137,14 +149,14 @@ M3IDX_RULE void m3idx__verify_key_terms(const uint32_t *qi, int32_t s, const uin
   terms[1] = k;
 }
 
-/* A block's terms: the largest A and K over its first `keys' keys (0, 0
- * when every key's scale is NaN). */
-M3IDX_RULE void m3idx__verify_block_terms(const uint32_t *qi, int32_t s, const uint8_t *page,
-                                          int32_t keys, double *out) {
+/* A block's terms: the largest A and K over `keys' keys (codes 64 bytes a
+ * key, scales 4), 0, 0 when every key's scale is NaN. */
+M3IDX_RULE void m3idx__verify_block_terms(const uint32_t *qi, int32_t s, const uint8_t *codes,
+                                          const uint8_t *scales, int32_t keys, double *out) {
   double a_max = 0.0, k_max = 0.0;
   for (int32_t t = 0; t < keys; t++) {
     double t2[2];
-    m3idx__verify_key_terms(qi, s, page + 64 * t, page + M3IDX_PAGE_DATA_BYTES + 4 * t, t2);
+    m3idx__verify_key_terms(qi, s, codes + 64 * t, scales + 4 * t, t2);
     a_max = t2[0] > a_max ? t2[0] : a_max;
     k_max = t2[1] > k_max ? t2[1] : k_max;
   }

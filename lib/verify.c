@@ -119,7 +119,6 @@ struct verify {
   int32_t *items;                 /* [cap, 3] for the backend */
   int64_t *item_at;               /* [cap]: the (pair, block) of each item */
   int64_t n_items, cap_items;
-  int round;
   double max_dev;                 /* the largest known deviation so far */
 };
 
@@ -574,7 +573,7 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
   v.width = width;
   v.terms = terms;
   v.known = known;
-  for (v.round = 0;; v.round++) {
+  for (;;) { /* rounds: decide what can be, ask for the terms the rest needs */
     /* The largest deviation known decides which deviations need terms. */
     for (int64_t hr = 0; hr < pairs; hr++)
       v.max_dev = row_dev[hr] > v.max_dev ? row_dev[hr] : v.max_dev;

@@ -92,6 +92,18 @@ static struct test_case *tiny_query_decode(void) {
   return tc;
 }
 
+/* A CPU context for tc with M3IDX_CPU_ISA set to isa (left set); its
+ * status (an error where the processor lacks the kernel). */
+static m3idx_status isa_context(const struct test_case *tc, const char *isa,
+                                m3idx_context **ctx) {
+  setenv("M3IDX_CPU_ISA", isa, 1);
+  m3idx_options o;
+  case_options(tc, &o);
+  o.backend = M3IDX_BACKEND_CPU;
+  *ctx = NULL;
+  return m3idx_context_create(&o, ctx);
+}
+
 /* tc's bytes from every kernel the processor runs equal the scalar
  * kernel's (a kernel the processor lacks is skipped). */
 static void kernels_match_scalar(struct test_case *tc) {
@@ -101,12 +113,8 @@ static void kernels_match_scalar(struct test_case *tc) {
   setenv("M3IDX_CPU_ISA", "scalar", 1);
   run_cpu(tc, 2, &scalar);
   for (int k = 0; k < (int)(sizeof kernels / sizeof kernels[0]); k++) {
-    setenv("M3IDX_CPU_ISA", kernels[k], 1);
-    m3idx_options o;
-    m3idx_context *ctx = NULL;
-    case_options(tc, &o);
-    o.backend = M3IDX_BACKEND_CPU;
-    if (m3idx_context_create(&o, &ctx) != M3IDX_OK) {
+    m3idx_context *ctx;
+    if (isa_context(tc, kernels[k], &ctx) != M3IDX_OK) {
       ck_assert_ptr_nonnull(strstr(m3idx_last_error(NULL), "M3IDX_CPU_ISA"));
       ck_assert_msg(k > 0, "the portable fp64 kernel is always there: %s", m3idx_last_error(NULL));
       continue;
@@ -136,12 +144,8 @@ static void verify_kernels_match_scalar(struct test_case *tc, int finite_bounds)
                                malloc(sizeof **rows * (size_t)pairs)};
   m3idx_verify_summary sum[2];
   for (int k = 0; k < (int)(sizeof kernels / sizeof kernels[0]); k++) {
-    setenv("M3IDX_CPU_ISA", kernels[k], 1);
-    m3idx_options o;
-    m3idx_context *ctx = NULL;
-    case_options(tc, &o);
-    o.backend = M3IDX_BACKEND_CPU;
-    if (m3idx_context_create(&o, &ctx) != M3IDX_OK)
+    m3idx_context *ctx;
+    if (isa_context(tc, kernels[k], &ctx) != M3IDX_OK)
       continue; /* not on this processor */
     if (k == 0) {
       ck_assert_int_eq(m3idx_index_topk_decode(ctx, &tc->batch, &tc->query, &tc->kcache,

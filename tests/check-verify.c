@@ -265,23 +265,19 @@ static struct iv full_interval(const struct run *x, int64_t hr, int32_t b, int n
   }
   float q[128];
   double amax = 0.0;
-  float famax = 0.0f;
   for (int d = 0; d < 128; d++) {
     const int64_t i = ((int64_t)row * tc->batch.num_heads + h) * 128 + d;
     q[d] = tc->query.dtype == M3IDX_DTYPE_BF16 ? oracle_bf16(((const uint16_t *)tc->query.data)[i])
                                                : oracle_e4m3(((const uint8_t *)tc->query.data)[i]);
     amax = fabs((double)q[d]) > amax || q[d] != q[d] ? fabs((double)q[d]) : amax;
-    famax = fabsf(q[d]) > famax || q[d] != q[d] ? fabsf(q[d]) : famax;
   }
-  const int32_t sh = m3idx__verify_shift(famax);
   uint32_t qi[128];
-  for (int d = 0; d < 128; d++)
-    qi[d] = sh == M3IDX_VERIFY_NO_SHIFT ? 0 : m3idx__verify_query_int(q[d], sh);
+  const int32_t sh = m3idx__verify_row_ints(q, qi);
   const int pos = oracle_row_pos(&tc->oc, row);
   const int keys = pos - 128 * b + 1 < 128 ? pos - 128 * b + 1 : 128;
   const uint8_t *page = tc->kcache.pages +
                         (int64_t)tc->block_table[(int64_t)req * tc->kcache.bt_stride + b] * M3IDX_PAGE_BYTES;
-  m3idx__verify_block_terms(qi, sh, page, keys, terms);
+  m3idx__verify_block_terms(qi, sh, page, page + M3IDX_PAGE_DATA_BYTES, keys, terms);
   /* The terms are never below the truth: each key's sum |q k| in fp64
      (exact for these cases, whose products span few binades). */
   for (int t = 0; t < keys; t++) {
@@ -668,16 +664,22 @@ START_TEST(score_at_the_bound) {
 }
 END_TEST
 
+/* x opened on case i with a candidate summed in another order (shuffled)
+ * or with a dropped group (wrong rows), verified with its scores. */
+static void open_verified(struct run *x, int i) {
+  run_open(x, make_case(i, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
+  candidate_scores(x->tc, i % 2 ? SHUFFLED : DROP_GROUP, 0, 0, NO_BUG, x->scores, x->width);
+  ids_of_scores(x);
+  ck_assert_int_eq(verify(x, 1, NULL), M3IDX_OK);
+}
+
 /* Candidate scores with a stride past the width (a row padded, as
  * vLLM's Triton indexer pads to 16 blocks): the same verdicts as
  * packed, every row read at its own offset. */
 START_TEST(score_stride_past_the_width) {
   for (int i = 0; i < 4; i++) {
     struct run x;
-    run_open(&x, make_case(i, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
-    candidate_scores(x.tc, i % 2 ? SHUFFLED : DROP_GROUP, 0, 0, NO_BUG, x.scores, x.width);
-    ids_of_scores(&x);
-    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    open_verified(&x, i);
     const int64_t pairs = x.sum.rows, stride = x.width + 5;
     m3idx_verify_row *packed = malloc(sizeof *packed * (size_t)pairs);
     memcpy(packed, x.rows, sizeof *packed * (size_t)pairs);
@@ -707,10 +709,7 @@ START_TEST(verdicts_only) {
   o.flags = M3IDX_VERIFY_NO_MAX_DEVIATION;
   for (int i = 0; i < 4; i++) {
     struct run x;
-    run_open(&x, make_case(i, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
-    candidate_scores(x.tc, i % 2 ? SHUFFLED : DROP_GROUP, 0, 0, NO_BUG, x.scores, x.width);
-    ids_of_scores(&x);
-    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    open_verified(&x, i);
     const size_t n = sizeof *x.rows * (size_t)x.sum.rows;
     m3idx_verify_row *all = malloc(n);
     memcpy(all, x.rows, n);

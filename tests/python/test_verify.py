@@ -42,6 +42,21 @@ def _verify(case, candidate, scores=None, **kw):
                              candidate_scores=scores, **rows_kw, **kw)
 
 
+def _command(cli, tmp_path, case, candidate, scores=None, *extra):
+    """`m3idx verify --json` on a decode case (query_len 2) and a candidate."""
+    files = {"query": case["q"], "pages": case["pages"], "block-table": case["bt"],
+             "seq-lens": case["seq"], "candidate": candidate}
+    if scores is not None:
+        files["candidate-scores"] = scores
+    args = [cli, "verify", "--mode", "decode", "--query-dtype", "bf16", "--scale",
+            repr(case["scale"]), "--init-blocks", str(case["init"]), "--local-blocks",
+            str(case["local"]), "--query-len", "2", "--json", *extra]
+    for opt, arr in files.items():
+        np.save(tmp_path / (opt + ".npy"), arr)
+        args += ["--" + opt, str(tmp_path / (opt + ".npy"))]
+    return subprocess.run(args, capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("mode", ["decode", "prefill"])
 def test_exact_candidate(mode):
     case = make_case(41, mode, heads=2, query_len=2)
@@ -69,15 +84,7 @@ def test_mutants_flagged_with_reasons_and_agree_with_the_command(cli, tmp_path):
     assert rev.verdicts[0, 0] == 2 and rev.wrong_rows[0]["reason"] == "order"
     assert _verify(case, order, order="any").verdicts[0, 0] != 2
     # the command says the same
-    files = {"query": case["q"], "pages": case["pages"], "block-table": case["bt"],
-             "seq-lens": case["seq"], "candidate": bad}
-    args = [cli, "verify", "--mode", "decode", "--query-dtype", "bf16", "--scale",
-            repr(case["scale"]), "--init-blocks", str(case["init"]), "--local-blocks",
-            str(case["local"]), "--query-len", "2", "--json"]
-    for opt, arr in files.items():
-        np.save(tmp_path / (opt + ".npy"), arr)
-        args += ["--" + opt, str(tmp_path / (opt + ".npy"))]
-    r = subprocess.run(args, capture_output=True, text=True)
+    r = _command(cli, tmp_path, case, bad)
     assert r.returncode == 1, r.stderr
     out = json.loads(r.stdout)
     assert (out["exact"], out["equivalent"], out["wrong"]) == \
@@ -135,15 +142,7 @@ def test_verdicts_only_skip_the_largest_deviation(cli, tmp_path):
     assert fast.wrong_rows == full.wrong_rows and fast.wrong >= 1
     with pytest.raises(TypeError, match="max_deviation"):
         _verify(case, topk, near, max_deviation="no")
-    files = {"query": case["q"], "pages": case["pages"], "block-table": case["bt"],
-             "seq-lens": case["seq"], "candidate": topk, "candidate-scores": near}
-    args = [cli, "verify", "--mode", "decode", "--query-dtype", "bf16", "--scale",
-            repr(case["scale"]), "--init-blocks", str(case["init"]), "--local-blocks",
-            str(case["local"]), "--query-len", "2", "--json", "--no-max-deviation"]
-    for opt, arr in files.items():
-        np.save(tmp_path / (opt + ".npy"), arr)
-        args += ["--" + opt, str(tmp_path / (opt + ".npy"))]
-    r = subprocess.run(args, capture_output=True, text=True)
+    r = _command(cli, tmp_path, case, topk, near, "--no-max-deviation")
     assert r.returncode == 1, r.stderr
     out = json.loads(r.stdout)
     assert out["max_score_deviation"] is None and out["wrong"] == fast.wrong
