@@ -119,9 +119,8 @@ static m3idx_status cpu_run(void *state, const struct m3idx_call *c,
   case M3IDX_STAGE_BOUND:
     m3idx__cpu_block_bounds(s, c);
     return M3IDX_OK;
-  case M3IDX_STAGE_FETCH: /* the caller's memory is host memory here */
-    memcpy(c->fetch_dst, c->fetch_src, (size_t)c->fetch_bytes);
-    return M3IDX_OK;
+  case M3IDX_STAGE_VERIFY: /* the front-end decides on host memory itself */
+    break;
   case M3IDX_STAGE_FUSED: {
     float *scores = c->scores ? c->scores : s->scores;
     score(s, c, scores, c->score_stride);

@@ -40,6 +40,8 @@ struct hip_state {
   size_t stage_bytes;
   void *verify;         /* verification's device buffers (grown, kept) */
   size_t verify_bytes;
+  void *verify_host;    /* its pinned host buffer for the verdicts */
+  size_t verify_host_bytes;
 };
 
 int m3idx_gpu_inject_bad_device = 0;
@@ -169,6 +171,7 @@ static void hip_destroy(void *state) {
   (void)hipFree(s->d_map);
   (void)hipFree(s->stage);
   (void)hipFree(s->verify);
+  (void)hipHostFree(s->verify_host);
   free(s);
 }
 
@@ -290,7 +293,7 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
   case M3IDX_STAGE_FUSED:
     break;
   case M3IDX_STAGE_BOUND: /* hip_run's own */
-  case M3IDX_STAGE_FETCH:
+  case M3IDX_STAGE_VERIFY:
     return M3IDX_ERR_INVALID_ARGUMENT;
   }
   int user_scores = g.scores != NULL;
@@ -342,6 +345,25 @@ static m3idx_status hip_synchronize(void *state, struct m3idx_errbuf *err) {
   return error_bits(bits, err);
 }
 
+/* A device buffer of at least `bytes' (grown, kept for the next call). */
+static m3idx_status grow(void **buf, size_t *have, size_t bytes, const char *what,
+                         struct m3idx_errbuf *err) {
+  if (bytes <= *have)
+    return M3IDX_OK;
+  hipError_t e = *buf ? hipFree(*buf) : hipSuccess;
+  *buf = NULL;
+  *have = 0;
+  if (e == hipSuccess)
+    e = hipMalloc(buf, bytes);
+  if (e != hipSuccess) {
+    snprintf(err->msg, sizeof err->msg, "%s (%zu bytes on the device): %s", what, bytes,
+             hipGetErrorString(e));
+    return e == hipErrorOutOfMemory ? M3IDX_ERR_NO_MEMORY : M3IDX_ERR_DEVICE;
+  }
+  *have = bytes;
+  return M3IDX_OK;
+}
+
 /* Host-pointer mode: copy in, launch, wait, copy out (only on success, so
  * that a failed call leaves the caller's buffers as they were). */
 static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
@@ -360,20 +382,9 @@ static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct 
                      ? plan.take((size_t)c->work_map_capacity * 2 * 4) : 0;
   size_t o_scores = (scores_io || c->scores_in) ? plan.take(score_bytes(c)) : 0;
   size_t o_topk = c->topk ? plan.take((size_t)c->num_heads * c->num_rows * M3IDX_TOPK * 4) : 0;
-  if (plan.used > s->stage_bytes) {
-    hipError_t e = s->stage ? hipFree(s->stage) : hipSuccess;
-    s->stage = NULL;
-    s->stage_bytes = 0;
-    if (e != hipSuccess)
-      return hip_failed(err, "freeing the old staging buffer", e);
-    e = hipMalloc(&s->stage, plan.used);
-    if (e != hipSuccess) {
-      snprintf(err->msg, sizeof err->msg, "staging %zu bytes of host buffers on the device: %s",
-               plan.used, hipGetErrorString(e));
-      return e == hipErrorOutOfMemory ? M3IDX_ERR_NO_MEMORY : M3IDX_ERR_DEVICE;
-    }
-    s->stage_bytes = plan.used;
-  }
+  m3idx_status grown = grow(&s->stage, &s->stage_bytes, plan.used, "staging host buffers", err);
+  if (grown != M3IDX_OK)
+    return grown;
   char *d = (char *)s->stage;
   hipStream_t st = s->stream;
 #define H2D(off, src, bytes)                                                           \
@@ -435,38 +446,6 @@ static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct 
 
 /* ---- verification (m3idx_verify_topk): calls that wait for their results -- */
 
-/* A device buffer of at least `bytes' (grown, kept for the next call). */
-static m3idx_status grow(void **buf, size_t *have, size_t bytes, const char *what,
-                         struct m3idx_errbuf *err) {
-  if (bytes <= *have)
-    return M3IDX_OK;
-  hipError_t e = *buf ? hipFree(*buf) : hipSuccess;
-  *buf = NULL;
-  *have = 0;
-  if (e == hipSuccess)
-    e = hipMalloc(buf, bytes);
-  if (e != hipSuccess) {
-    snprintf(err->msg, sizeof err->msg, "%s (%zu bytes on the device): %s", what, bytes,
-             hipGetErrorString(e));
-    return e == hipErrorOutOfMemory ? M3IDX_ERR_NO_MEMORY : M3IDX_ERR_DEVICE;
-  }
-  *have = bytes;
-  return M3IDX_OK;
-}
-
-/* The caller's bytes (device memory, or host memory in host-pointer mode)
- * into host memory. */
-static m3idx_status run_fetch(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
-  if (s->host_pointers) {
-    memcpy(c->fetch_dst, c->fetch_src, (size_t)c->fetch_bytes);
-    return M3IDX_OK;
-  }
-  HIP_TRY(hipMemcpyAsync(c->fetch_dst, c->fetch_src, (size_t)c->fetch_bytes,
-                         hipMemcpyDeviceToHost, s->stream), "copy to host");
-  HIP_TRY(hipStreamSynchronize(s->stream), "hipStreamSynchronize");
-  return M3IDX_OK;
-}
-
 /* The listed blocks' bound terms: items up, the kernel, terms down. */
 static m3idx_status run_bound(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
   const size_t n = (size_t)c->bound_count;
@@ -505,30 +484,82 @@ static m3idx_status run_bound(hip_state *s, const struct m3idx_call *c, struct m
   return M3IDX_OK;
 }
 
-/* The fused call on device inputs into host outputs (scores with the
- * width as stride): the context's scratch, then a copy down. */
-static m3idx_status run_to_host(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
+/* A pinned host buffer of at least `bytes' (grown, kept). */
+static m3idx_status grow_host(void **buf, size_t *have, size_t bytes, struct m3idx_errbuf *err) {
+  if (bytes <= *have)
+    return M3IDX_OK;
+  hipError_t e = *buf ? hipHostFree(*buf) : hipSuccess;
+  *buf = NULL;
+  *have = 0;
+  if (e == hipSuccess)
+    e = hipHostMalloc(buf, bytes, hipHostMallocDefault);
+  if (e != hipSuccess) {
+    snprintf(err->msg, sizeof err->msg, "%zu bytes of pinned host memory for the verdicts: %s",
+             bytes, hipGetErrorString(e));
+    return e == hipErrorOutOfMemory ? M3IDX_ERR_NO_MEMORY : M3IDX_ERR_DEVICE;
+  }
+  *have = bytes;
+  return M3IDX_OK;
+}
+
+/* The verdicts on the device: the fused call into scratch, the verdict
+ * kernel, then the error word and the rows down in one copy, one wait. */
+static m3idx_status run_verify(hip_state *s, const struct m3idx_call *c,
+                               struct m3idx_errbuf *err) {
   const size_t pairs = (size_t)c->num_heads * (size_t)c->num_rows;
-  m3idx_status rc = grow(&s->verify, &s->verify_bytes, pairs * M3IDX_TOPK * sizeof(int32_t),
-                         "verification's buffers", err);
+  const size_t row_bytes = pairs * sizeof(m3idx_verify_row), dev_bytes = pairs * sizeof(double);
+  const size_t down = sizeof(double) + row_bytes + dev_bytes; /* error word, rows, deviations */
+  buffer_plan plan;
+  const size_t o_topk = plan.take(pairs * M3IDX_TOPK * sizeof(int32_t));
+  const size_t o_out = plan.take(sizeof(double) + down); /* the call's largest deviation, down */
+  const size_t o_done = plan.take(pairs * (size_t)c->width);
+  /* The largest deviation takes every block's terms, in one launch. */
+  const int all_terms =
+      c->cand_scores != NULL && !(c->verify_opts->flags & M3IDX_VERIFY_NO_MAX_DEVIATION);
+  const size_t o_terms = all_terms ? plan.take(pairs * (size_t)c->width * 2 * sizeof(double)) : 0;
+  m3idx_status rc = grow(&s->verify, &s->verify_bytes, plan.used, "verification's buffers", err);
+  if (rc == M3IDX_OK)
+    rc = grow_host(&s->verify_host, &s->verify_host_bytes, down, err);
   if (rc != M3IDX_OK)
     return rc;
+  char *d = (char *)s->verify, *out = d + o_out + sizeof(double);
+  char *host = (char *)s->verify_host;
   struct m3idx_call dc = *c;
+  dc.stage = M3IDX_STAGE_FUSED;
   dc.scores = s->d_scores;
   dc.score_stride = c->width;
-  dc.topk = (int32_t *)s->verify;
+  dc.topk = (int32_t *)(d + o_topk);
   gpu_call g;
   device_call(&dc, s, &g);
   rc = launch(s, &dc, g, dc.work_map_in, NULL, NULL, dc.topk, err);
-  if (rc == M3IDX_OK)
-    rc = hip_synchronize(s, err);
   if (rc != M3IDX_OK)
     return rc;
-  HIP_TRY(hipMemcpyAsync(c->scores, s->d_scores, pairs * (size_t)c->width * sizeof(float),
-                         hipMemcpyDeviceToHost, s->stream), "copy to host");
-  HIP_TRY(hipMemcpyAsync(c->topk, dc.topk, pairs * M3IDX_TOPK * sizeof(int32_t),
-                         hipMemcpyDeviceToHost, s->stream), "copy to host");
-  HIP_TRY(hipStreamSynchronize(s->stream), "hipStreamSynchronize");
+  hipStream_t st = s->stream;
+  hipError_t e;
+  if ((e = hipMemsetAsync(d + o_out, 0, 2 * sizeof(double), st)) == hipSuccess &&
+      (e = m3idx_gpu_verify_rows(&g, s->d_scores, dc.topk, c->candidate, c->cand_scores,
+                                 c->cand_stride, c->verify_opts,
+                                 (m3idx_verify_row *)(out + sizeof(double)),
+                                 (double *)(out + sizeof(double) + row_bytes),
+                                 (unsigned long long *)(d + o_out), (unsigned *)out,
+                                 (uint8_t *)(d + o_done),
+                                 all_terms ? (double *)(d + o_terms) : NULL, st)) == hipSuccess &&
+      (e = hipMemcpyAsync(host, out, down, hipMemcpyDeviceToHost, st)) == hipSuccess)
+    e = hipStreamSynchronize(st);
+  if (e != hipSuccess)
+    return hip_failed(err, "verifying on the device", e);
+  unsigned bits;
+  memcpy(&bits, host, sizeof bits);
+  if (bits != 0) {
+    rc = error_bits(bits, err);
+    if (hipMemsetAsync(s->d_err, 0, sizeof(unsigned), st) != hipSuccess ||
+        hipStreamSynchronize(st) != hipSuccess)
+      snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+               " (and clearing the device error word failed)");
+    return rc;
+  }
+  memcpy(c->verify_rows, host + sizeof(double), row_bytes);
+  memcpy(c->verify_dev, host + sizeof(double) + row_bytes, dev_bytes);
   return M3IDX_OK;
 }
 
@@ -536,12 +567,10 @@ static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3id
   hip_state *s = (hip_state *)state;
   device_guard guard(s->cfg.device);
   GUARD_OR_FAIL(guard);
-  if (c->stage == M3IDX_STAGE_FETCH)
-    return run_fetch(s, c, err);
   if (c->stage == M3IDX_STAGE_BOUND)
     return run_bound(s, c, err);
-  if (s->host_pointers)
-    return run_staged(s, c, err);
+  if (s->host_pointers) /* the front-end verifies host memory itself */
+    return c->stage == M3IDX_STAGE_VERIFY ? M3IDX_ERR_INVALID_ARGUMENT : run_staged(s, c, err);
   /* Keys and queries are read 16 bytes at a time. */
   if ((c->pages != NULL && ((uintptr_t)c->pages & 15u) != 0) ||
       (c->query != NULL && ((uintptr_t)c->query & 15u) != 0)) {
@@ -550,8 +579,8 @@ static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3id
              (const void *)c->pages, c->query);
     return M3IDX_ERR_INVALID_ARGUMENT;
   }
-  if (c->host_outputs)
-    return run_to_host(s, c, err);
+  if (c->stage == M3IDX_STAGE_VERIFY)
+    return run_verify(s, c, err);
   gpu_call g;
   device_call(c, s, &g);
   return launch(s, c, g, c->work_map_in, c->work_map_out, c->scores_in, c->topk, err);

@@ -31,6 +31,9 @@ typedef cudaFuncAttributes hipFuncAttributes;
 #define hipGetDeviceProperties cudaGetDeviceProperties
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
+#define hipHostMalloc(ptr, bytes, flags) cudaMallocHost((ptr), (bytes))
+#define hipHostMallocDefault 0
+#define hipHostFree cudaFreeHost
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemsetAsync cudaMemsetAsync
 #define hipStreamSynchronize cudaStreamSynchronize

@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 /* Raised whenever struct m3idx_call or struct m3idx_backend_ops change. */
-#define M3IDX_BACKEND_ABI 3
+#define M3IDX_BACKEND_ABI 4
 
 /* What a stage is asked to do. */
 enum m3idx_stage {
@@ -31,7 +31,7 @@ enum m3idx_stage {
   M3IDX_STAGE_TOPK = 4,
   M3IDX_STAGE_FUSED = 5,   /* score, pin, top-k */
   M3IDX_STAGE_BOUND = 6,   /* listed blocks' largest sum |q k| and sum |k| (verify) */
-  M3IDX_STAGE_FETCH = 7    /* copy the caller's memory to the host (verify) */
+  M3IDX_STAGE_VERIFY = 7   /* the verdicts, where the memory is (verify) */
 };
 
 /* A checked call.  Every pointer is what the caller gave: host memory on
@@ -69,7 +69,6 @@ struct m3idx_call {
   const float *scores_in;      /* M3IDX_STAGE_TOPK */
   int64_t score_stride;        /* >= width */
   int32_t *topk;
-  int32_t host_outputs;        /* FUSED: scores (stride width) and topk are host memory */
 
   /* M3IDX_STAGE_BOUND, host memory on every backend: bound_count items
      {query row (row * num_heads + head), page id, causal keys}, each
@@ -79,11 +78,18 @@ struct m3idx_call {
   int64_t bound_count;
   double *bound_terms;
 
-  /* M3IDX_STAGE_FETCH: fetch_bytes from fetch_src (memory of the kind the
-     context reads) to fetch_dst on the host. */
-  const void *fetch_src;
-  void *fetch_dst;
-  int64_t fetch_bytes;
+  /* M3IDX_STAGE_VERIFY, for contexts whose memory the host cannot read:
+     the call's inputs as for FUSED (scores and topk unused), the
+     candidate's ids [pairs, 16] and scores (NULL, or at cand_stride) where
+     the context reads memory, the checked options; verify_rows and
+     verify_dev [pairs] (each row's largest deviation) are host memory,
+     written only when the call succeeds. */
+  const int32_t *candidate;
+  const float *cand_scores;
+  int64_t cand_stride;
+  const m3idx_verify_options *verify_opts;
+  m3idx_verify_row *verify_rows;
+  double *verify_dev;
 };
 
 /* The detail of a failure, written by a backend. */

@@ -2,9 +2,11 @@
  * verify.c - m3idx_verify_topk: is another indexer's top-k what m3idx
  * computes (exact), what some scores within the bounds of SPEC section 13
  * would give (equivalent), or neither (wrong, with the reason and the
- * proof)?  The exact block scores come from the fused call, the bound's
- * terms from the backend (M3IDX_STAGE_BOUND); the verdicts are decided
- * here, row by row, from each block's interval of possible scores.
+ * proof)?  On host memory the exact block scores come from the fused call,
+ * the bound's terms from the backend (M3IDX_STAGE_BOUND), and the verdicts
+ * are decided here, row by row, from each block's interval of possible
+ * scores (lib/verify-row.h); on device memory the backend decides them
+ * where the memory is, from the same pieces (M3IDX_STAGE_VERIFY).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -16,7 +18,8 @@
 #include <string.h>
 
 #include "checks.h"
-#include "verify-rules.h"
+#include "fp-env.h"
+#include "verify-row.h"
 #include "work-map.h"
 
 void m3idx_verify_options_init(m3idx_verify_options *opts) {
@@ -61,50 +64,7 @@ static m3idx_status check_options(m3idx_context *ctx, const m3idx_verify_options
   return M3IDX_OK;
 }
 
-/* A block's possible scores: [lo, hi], its reference value and bound (E
- * plus half an ulp of the rounded reference); NaN ranks below -inf. */
-struct interval {
-  double lo, hi, x, e;
-};
-
-#define CLAMP_MAX 0x1.43e1eep+96 /* 0x6fa18f07: SPEC section 6's clamp */
-#define NAN_RANK (-INFINITY)     /* a NaN block, below every number */
-#define NEG_INF_RANK (-DBL_MAX)  /* a -inf score: above NaN */
-
-/* The interval of block b of a row: ref its pinned, clamped reference
- * score, forced whether pinning wrote it, terms its bound terms. */
-static struct interval interval_of(float ref, int forced, const double *terms, double amax,
-                                   float scale, const m3idx_verify_options *o) {
-  struct interval v;
-  v.x = ref;
-  v.e = 0.0;
-  if (ref != ref) {
-    v.lo = v.hi = v.x = NAN_RANK;
-    return v;
-  }
-  if (forced || ref == -INFINITY) {
-    v.lo = v.hi = v.x = ref == -INFINITY ? NEG_INF_RANK : (double)ref;
-    return v;
-  }
-  const double e = m3idx__verify_bound(terms[0], terms[1], amax, scale, o->query_rounding,
-                                       ref, o->tolerance_rel, o->tolerance_ulps);
-  /* The exact score is within half an ulp of its rounding; the margin
-     covers this function's own fp64 roundings. */
-  v.e = (m3idx__verify_half_ulp(ref) + e) * (1.0 + 0x1p-20);
-  v.lo = (double)ref - v.e;
-  v.hi = (double)ref + v.e < CLAMP_MAX ? (double)ref + v.e : CLAMP_MAX;
-  return v;
-}
-
-static int is_forced(int32_t b, int32_t n, int32_t init, int32_t local) {
-  return b < init || b >= n - local;
-}
-
-/* gap between a block taken (a) and one that beats it (b), in bounds. */
-static float gap_of(const struct interval *a, const struct interval *b) {
-  const double den = a->e + b->e;
-  return den > 0.0 ? (float)((b->x - a->x) / den) : INFINITY;
-}
+typedef struct m3idx_verify_interval interval;
 
 /* One call's verification, on the host.  terms/known are [pairs, width]:
  * a block's bound terms are computed only when a verdict depends on them
@@ -165,17 +125,17 @@ struct row_ctx {
 };
 
 /* Block b's interval from its terms (never from fewer than the truth). */
-static struct interval tight(const struct row_ctx *r, int32_t b, const double *t) {
-  return interval_of(r->ref[b], is_forced(b, r->n, r->init, r->local), t, r->amax, r->scale,
-                     r->o);
+static interval tight(const struct row_ctx *r, int32_t b, const double *t) {
+  return m3idx__verify_interval(r->ref[b], m3idx__verify_is_forced(b, r->n, r->init, r->local),
+                                t[0], t[1], r->amax, r->scale, r->o);
 }
 
 /* Block b's interval when its E is known without terms (pinned, -inf,
  * NaN), or from the floor of its terms: never wider than tight()'s,
  * since the bound grows with each term. */
-static struct interval floor_of(const struct row_ctx *r, int32_t b, int *needs_terms) {
+static interval floor_of(const struct row_ctx *r, int32_t b, int *needs_terms) {
   const float x = r->ref[b];
-  const int fixed = x != x || x == -INFINITY || is_forced(b, r->n, r->init, r->local);
+  const int fixed = m3idx__verify_fixed(x, m3idx__verify_is_forced(b, r->n, r->init, r->local));
   double t[2] = {fixed ? 0.0 : m3idx__verify_a_floor(x, r->scale), 0.0};
   const int64_t at = r->hr * r->v->width + b;
   const uint8_t k = r->v->known[at];
@@ -189,7 +149,7 @@ static struct interval floor_of(const struct row_ctx *r, int32_t b, int *needs_t
 }
 
 /* Block b's interval, or NULL-like (ok = 0) while its terms are asked for. */
-static int interval_at(const struct row_ctx *r, int32_t b, struct interval *out, int *pending) {
+static int interval_at(const struct row_ctx *r, int32_t b, interval *out, int *pending) {
   int needs;
   *out = floor_of(r, b, &needs);
   if (!needs)
@@ -203,47 +163,19 @@ static int interval_at(const struct row_ctx *r, int32_t b, struct interval *out,
 
 /* The structural checks of SPEC section 13: reason or NONE. */
 static int32_t structure(const struct row_ctx *r, m3idx_verify_row *out) {
+  const int32_t reason = m3idx__verify_slots(r->cand, r->n, &out->slot, &out->block_a);
+  if (reason != M3IDX_REASON_NONE)
+    return reason;
   const int32_t count = r->n < M3IDX_TOPK ? r->n : M3IDX_TOPK;
-  for (int32_t j = 0; j < M3IDX_TOPK; j++) {
-    const int32_t id = r->cand[j];
-    out->slot = j;
-    out->block_a = id;
-    if (j >= count) {
-      if (id != -1)
-        return M3IDX_REASON_PADDING;
-      continue;
-    }
-    if (id == -1)
-      return M3IDX_REASON_COUNT;
-    if (id < 0 || id >= r->n)
-      return M3IDX_REASON_ID_RANGE;
-    for (int32_t i = 0; i < j; i++)
-      if (r->cand[i] == id)
-        return M3IDX_REASON_DUPLICATE;
-  }
-  /* The forced blocks: 0 .. I-1, then n-L .. n-1 (SPEC section 6). */
-  const int32_t init_end = r->init < r->n ? r->init : r->n;
-  const int32_t local_start = r->n - r->local > 0 ? r->n - r->local : 0;
-  for (int32_t b = 0; b < r->n; b++) {
-    if (b >= init_end && b < local_start)
-      b = local_start; /* past the blocks between */
-    if (b >= r->n)
-      break;
-    int found = 0;
-    for (int32_t j = 0; j < count; j++)
-      found |= r->cand[j] == b;
-    if (!found) {
-      out->slot = -1;
+  const int32_t forced = m3idx__verify_forced_count(r->n, r->init, r->local);
+  for (int32_t i = 0; i < forced; i++) {
+    const int32_t b = m3idx__verify_forced_block(i, r->n, r->init, r->local);
+    if (!m3idx__verify_taken(r->cand, count, b)) {
       out->block_a = b;
       return M3IDX_REASON_FORCED;
     }
   }
   return M3IDX_REASON_NONE;
-}
-
-static double rank_of_score(float f) {
-  const double s = f;
-  return s != s ? NAN_RANK : s == -INFINITY ? NEG_INF_RANK : s > CLAMP_MAX ? CLAMP_MAX : s;
 }
 
 /* The candidate's scores: *bad the first block outside its interval (or
@@ -256,15 +188,15 @@ static void check_scores(const struct row_ctx *r, int want_inside, int32_t *bad,
   int32_t top = -1;
   double top_ub = 0.0;
   for (int32_t b = 0; b < r->n; b++) {
-    if (is_forced(b, r->n, r->init, r->local))
+    if (m3idx__verify_is_forced(b, r->n, r->init, r->local))
       continue;
     int needs;
-    const struct interval f = floor_of(r, b, &needs);
-    const double s = rank_of_score(r->cand_scores[b]);
-    const double ub = s == f.x ? 0.0 : f.e > 0.0 ? fabs(s - f.x) / f.e : INFINITY;
-    const int surely_inside = s >= f.lo && s <= f.hi;
+    const interval f = floor_of(r, b, &needs);
+    const double s = m3idx__verify_rank(r->cand_scores[b]);
+    const double ub = m3idx__verify_deviation(s, &f);
+    const int surely_inside = m3idx__verify_inside(s, &f);
     const int64_t at = r->hr * r->v->width + b;
-    struct interval v = f;
+    interval v = f;
     const uint8_t k = r->v->known[at];
     if (needs && k == TERMS)
       v = tight(r, b, r->v->terms + 2 * at);
@@ -287,9 +219,9 @@ static void check_scores(const struct row_ctx *r, int want_inside, int32_t *bad,
       }
       continue;
     }
-    const double dev = s == v.x ? 0.0 : v.e > 0.0 ? fabs(s - v.x) / v.e : INFINITY;
+    const double dev = m3idx__verify_deviation(s, &v);
     *dev_known = dev > *dev_known ? dev : *dev_known;
-    if ((s < v.lo || s > v.hi) && *bad < 0) {
+    if (!m3idx__verify_inside(s, &v) && *bad < 0) {
       *bad = b;
       *bad_dev = (float)dev;
     }
@@ -318,7 +250,7 @@ static int verify_row(const struct row_ctx *r, m3idx_verify_row *out, double *de
     /* The set: the taken block of the lowest possible best against the
        left-out block of the highest possible worst; a left-out block can
        beat a taken one only if its score is above that one's top. */
-    struct interval taken[M3IDX_TOPK], iv_a, iv_b;
+    interval taken[M3IDX_TOPK], iv_a, iv_b;
     int have = 1;
     for (int32_t j = 0; j < count; j++)
       have &= interval_at(r, r->cand[j], &taken[j], &pending);
@@ -332,13 +264,10 @@ static int verify_row(const struct row_ctx *r, m3idx_verify_row *out, double *de
       }
     iv_a = taken[ja];
     for (int32_t k = 0; k < r->n; k++) {
-      if (!(rank_of_score(r->ref[k]) > iv_a.hi))
+      if (!(m3idx__verify_rank(r->ref[k]) > iv_a.hi))
         continue;
-      int is_taken = 0;
-      for (int32_t j = 0; j < count; j++)
-        is_taken |= r->cand[j] == k;
-      struct interval iv;
-      if (is_taken || !interval_at(r, k, &iv, &pending))
+      interval iv;
+      if (m3idx__verify_taken(r->cand, count, k) || !interval_at(r, k, &iv, &pending))
         continue;
       if (b < 0 || iv.lo > iv_b.lo) {
         b = k;
@@ -349,18 +278,19 @@ static int verify_row(const struct row_ctx *r, m3idx_verify_row *out, double *de
       return 0;
     if (b >= 0 && iv_b.lo > iv_a.hi) {
       reason = M3IDX_REASON_SET;
+      out->slot = ja;
       out->block_a = a;
       out->block_b = b;
-      out->gap = gap_of(&iv_a, &iv_b);
+      out->gap = m3idx__verify_gap(&iv_a, &iv_b);
     } else if (r->o->order == M3IDX_ORDER_DESC) {
       for (int32_t j = 0; j + 1 < count; j++) {
-        const struct interval *x = &taken[j], *y = &taken[j + 1];
+        const interval *x = &taken[j], *y = &taken[j + 1];
         if (y->lo > x->hi) {
           reason = M3IDX_REASON_ORDER;
           out->slot = j;
           out->block_a = r->cand[j];
           out->block_b = r->cand[j + 1];
-          out->gap = gap_of(x, y);
+          out->gap = m3idx__verify_gap(x, y);
           break;
         }
       }
@@ -391,86 +321,6 @@ static double row_amax(const void *query, m3idx_dtype dtype, int64_t first) {
   return m;
 }
 
-/* The call's buffers on the host: the caller's own where the library may
- * read them, else copies (M3IDX_STAGE_FETCH).  owned[] is freed after. */
-struct host_view {
-  const int32_t *seq_lens, *cu, *context_lens, *block_table, *cand;
-  const void *query;
-  const float *cand_scores;
-  void *owned[7];
-  int n_owned;
-};
-
-static m3idx_status fetch(m3idx_context *ctx, struct host_view *h, const void *src,
-                          int64_t bytes, const char *what, const void **out) {
-  if (ctx->host_visible || src == NULL) {
-    *out = src;
-    return M3IDX_OK;
-  }
-  void *dst = malloc(bytes > 0 ? (size_t)bytes : 1);
-  if (dst == NULL)
-    return m3idx__fail(ctx, M3IDX_ERR_NO_MEMORY, "no memory for a host copy of %s (%lld bytes)",
-                       what, (long long)bytes);
-  h->owned[h->n_owned++] = dst;
-  *out = dst;
-  struct m3idx_call f = {.stage = M3IDX_STAGE_FETCH};
-  f.fetch_src = src;
-  f.fetch_dst = dst;
-  f.fetch_bytes = bytes;
-  struct m3idx_errbuf err;
-  err.msg[0] = '\0';
-  return m3idx__backend_failed(ctx, ctx->ops->run(ctx->state, &f, &err), &err);
-}
-
-/* Fill h from the checked call c, and check what only the host copies
- * show (lengths, page ids) as a host-pointer call would. */
-static m3idx_status host_view_of(m3idx_context *ctx, const m3idx_batch *batch,
-                                 const m3idx_kcache *kcache, const struct m3idx_call *c,
-                                 const int32_t *candidate, const float *cand_scores,
-                                 struct host_view *h, struct m3idx_call *hc) {
-  const int64_t pairs = (int64_t)c->num_heads * c->num_rows;
-  const int prefill = c->mode == M3IDX_MODE_PREFILL;
-  const int64_t qbytes = pairs * M3IDX_HEAD_DIM * (c->query_dtype == M3IDX_DTYPE_BF16 ? 2 : 1);
-  m3idx_status st = M3IDX_OK;
-#define FETCH(src, bytes, what, out)                                                    \
-  do {                                                                                  \
-    const void *p_;                                                                     \
-    if (st == M3IDX_OK)                                                                 \
-      st = fetch(ctx, h, (src), (bytes), (what), &p_);                                 \
-    (out) = st == M3IDX_OK ? p_ : NULL;                                                 \
-  } while (0)
-  FETCH(c->seq_lens, (int64_t)c->num_reqs * 4, "batch->seq_lens", h->seq_lens);
-  FETCH(prefill ? c->cu_seqlens_q : NULL, (int64_t)(c->num_reqs + 1) * 4, "batch->cu_seqlens_q",
-        h->cu);
-  FETCH(prefill ? c->context_lens : NULL, (int64_t)c->num_reqs * 4, "batch->context_lens",
-        h->context_lens);
-  FETCH(c->block_table, (int64_t)c->num_reqs * c->bt_stride * 4, "kcache->block_table",
-        h->block_table);
-  FETCH(c->query, qbytes, "query->data", h->query);
-  FETCH(candidate, pairs * M3IDX_TOPK * 4, "candidate", h->cand);
-  FETCH(cand_scores, pairs > 0 ? ((pairs - 1) * c->score_stride + c->width) * 4 : 0,
-        "candidate_scores", h->cand_scores);
-#undef FETCH
-  if (st != M3IDX_OK || ctx->host_visible) {
-    *hc = *c;
-    return st;
-  }
-  /* The copies are host memory: check their values as for host pointers. */
-  m3idx_batch hb = *batch;
-  hb.seq_lens = h->seq_lens;
-  hb.cu_seqlens_q = prefill ? h->cu : batch->cu_seqlens_q;
-  hb.context_lens = prefill ? h->context_lens : batch->context_lens;
-  m3idx_kcache hk = *kcache;
-  hk.block_table = h->block_table;
-  *hc = *c;
-  ctx->host_visible = 1;
-  st = m3idx__check_batch(ctx, &hb, 0, hc);
-  if (st == M3IDX_OK)
-    st = m3idx__check_kcache(ctx, &hk, hc);
-  ctx->host_visible = 0;
-  return st;
-}
-
 /* The bound's terms of the items asked for, on the backend. */
 static m3idx_status run_bounds(m3idx_context *ctx, struct verify *v, const struct m3idx_call *c,
                                double *out) {
@@ -482,6 +332,62 @@ static m3idx_status run_bounds(m3idx_context *ctx, struct verify *v, const struc
   struct m3idx_errbuf err;
   err.msg[0] = '\0';
   return m3idx__backend_failed(ctx, ctx->ops->run(ctx->state, &b, &err), &err);
+}
+
+/* The summary of pairs verdicts and their rows' largest deviations. */
+static m3idx_verify_summary summarize(const m3idx_verify_row *verdicts, const double *row_dev,
+                                      int64_t pairs, const m3idx_verify_options *o) {
+  m3idx_verify_summary sum = {0};
+  sum.rows = pairs;
+  for (int64_t hr = 0; hr < pairs; hr++) {
+    sum.exact += verdicts[hr].verdict == M3IDX_VERDICT_EXACT;
+    sum.equivalent += verdicts[hr].verdict == M3IDX_VERDICT_EQUIVALENT;
+    sum.wrong += verdicts[hr].verdict == M3IDX_VERDICT_WRONG;
+    sum.max_score_deviation =
+        row_dev[hr] > sum.max_score_deviation ? row_dev[hr] : sum.max_score_deviation;
+  }
+  if (o->flags & M3IDX_VERIFY_NO_MAX_DEVIATION)
+    sum.max_score_deviation = NAN;
+  return sum;
+}
+
+/* Memory the host cannot read: the backend decides the verdicts where it
+ * is (M3IDX_STAGE_VERIFY) and the call waits once. */
+static m3idx_status verify_on_backend(m3idx_context *ctx, struct m3idx_call c,
+                                      const int32_t *candidate, const float *cand_scores,
+                                      const m3idx_verify_options *o, m3idx_verify_row *rows,
+                                      m3idx_verify_summary *summary) {
+  const int64_t pairs = (int64_t)c.num_heads * c.num_rows;
+  m3idx_verify_row *verdicts = malloc(sizeof *verdicts * (size_t)pairs);
+  double *row_dev = malloc(sizeof(double) * (size_t)pairs);
+  m3idx_status st = M3IDX_OK;
+  if (verdicts == NULL || row_dev == NULL) {
+    st = m3idx__fail(ctx, M3IDX_ERR_NO_MEMORY, "no memory for the verdicts of %lld rows",
+                     (long long)pairs);
+  } else {
+    c.stage = M3IDX_STAGE_VERIFY;
+    c.candidate = candidate;
+    c.cand_scores = cand_scores;
+    c.cand_stride = c.score_stride;
+    c.scores = NULL;
+    c.score_stride = c.width;
+    c.topk = NULL;
+    c.verify_opts = o;
+    c.verify_rows = verdicts;
+    c.verify_dev = row_dev;
+    struct m3idx_errbuf err;
+    err.msg[0] = '\0';
+    st = m3idx__backend_failed(ctx, ctx->ops->run(ctx->state, &c, &err), &err);
+  }
+  if (st == M3IDX_OK) {
+    if (rows)
+      memcpy(rows, verdicts, sizeof *verdicts * (size_t)pairs);
+    if (summary)
+      *summary = summarize(verdicts, row_dev, pairs, o);
+  }
+  free(verdicts);
+  free(row_dev);
+  return st;
 }
 
 m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
@@ -511,15 +417,14 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
   if (st != M3IDX_OK)
     return st;
   const int64_t pairs = (int64_t)c.num_heads * c.num_rows, width = c.width;
-  m3idx_verify_summary sum = {0};
-  sum.rows = pairs;
   if (pairs == 0) {
     if (summary)
-      *summary = sum;
+      *summary = (m3idx_verify_summary){.rows = 0};
     return M3IDX_OK;
   }
-  struct host_view h = {0};
-  struct m3idx_call hc;
+  if (!ctx->host_visible)
+    return verify_on_backend(ctx, c, candidate, candidate_scores, &o, rows, summary);
+  const struct m3idx_call hc = c; /* c's outputs change below */
   float *ref = malloc(sizeof(float) * (size_t)(pairs * width));
   int32_t *ref_ids = malloc(sizeof(int32_t) * (size_t)(pairs * M3IDX_TOPK));
   double *terms = malloc(sizeof(double) * 2 * (size_t)(pairs * width));
@@ -541,15 +446,11 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
                      (long long)pairs, (long long)width);
     goto out;
   }
-  st = host_view_of(ctx, batch, kcache, &c, candidate, candidate_scores, &h, &hc);
-  if (st != M3IDX_OK)
-    goto out;
   const int64_t cand_stride = c.score_stride; /* the candidate's; c's becomes the width */
-  /* The exact scores and top-k, into host buffers on every backend. */
+  /* The exact scores and top-k. */
   c.scores = ref;
   c.score_stride = width;
   c.topk = ref_ids;
-  c.host_outputs = 1;
   {
     struct m3idx_errbuf err;
     err.msg[0] = '\0';
@@ -565,8 +466,10 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
   }
   for (int64_t hr = 0; hr < pairs; hr++) {
     const int32_t hd = (int32_t)(hr / c.num_rows), row = (int32_t)(hr % c.num_rows);
-    amax[hr] = row_amax(h.query, c.query_dtype, ((int64_t)row * c.num_heads + hd) * M3IDX_HEAD_DIM);
+    amax[hr] = row_amax(query->data, c.query_dtype, ((int64_t)row * c.num_heads + hd) * M3IDX_HEAD_DIM);
   }
+  /* The intervals are fp64 arithmetic in the reference's environment. */
+  const m3idx_fpenv env = m3idx__fpenv_enter();
   v.c = &hc;
   v.pos = pos;
   v.req = req;
@@ -586,10 +489,10 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
       const struct row_ctx r = {
           .v = &v,
           .hr = hr,
-          .cand = h.cand + hr * M3IDX_TOPK,
+          .cand = candidate + hr * M3IDX_TOPK,
           .ref_ids = ref_ids + hr * M3IDX_TOPK,
           .ref = ref + hr * width,
-          .cand_scores = h.cand_scores ? h.cand_scores + hr * cand_stride : NULL,
+          .cand_scores = candidate_scores ? candidate_scores + hr * cand_stride : NULL,
           .n = pos[row] / M3IDX_BLOCK_SIZE + 1,
           .init = init_blocks,
           .local = local_blocks,
@@ -610,28 +513,20 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
         }
     st = run_bounds(ctx, &v, &c, item_terms);
     if (st != M3IDX_OK)
-      goto out;
+      break;
     for (int64_t i = 0; i < v.n_items; i++) {
       memcpy(terms + 2 * v.item_at[i], item_terms + 2 * i, 2 * sizeof(double));
       known[v.item_at[i]] = known[v.item_at[i]] == FLOOR_ASKED ? FLOOR : TERMS;
     }
   }
-  for (int64_t hr = 0; hr < pairs; hr++) {
-    sum.exact += verdicts[hr].verdict == M3IDX_VERDICT_EXACT;
-    sum.equivalent += verdicts[hr].verdict == M3IDX_VERDICT_EQUIVALENT;
-    sum.wrong += verdicts[hr].verdict == M3IDX_VERDICT_WRONG;
-    sum.max_score_deviation =
-        row_dev[hr] > sum.max_score_deviation ? row_dev[hr] : sum.max_score_deviation;
-  }
-  if (o.flags & M3IDX_VERIFY_NO_MAX_DEVIATION)
-    sum.max_score_deviation = NAN;
+  m3idx__fpenv_leave(env);
+  if (st != M3IDX_OK)
+    goto out;
   if (rows)
     memcpy(rows, verdicts, sizeof *verdicts * (size_t)pairs);
   if (summary)
-    *summary = sum;
+    *summary = summarize(verdicts, row_dev, pairs, &o);
 out:
-  for (int i = 0; i < h.n_owned; i++)
-    free(h.owned[i]);
   free(ref);
   free(ref_ids);
   free(terms);

@@ -195,7 +195,9 @@ static void device_vs_cpu(struct test_case *tc, void *arg) {
 
 /* A candidate near m3idx's: every score one ulp up or down (seeded), ids
  * from them, and on every fifth row a block swapped in from past the
- * cut (wrong, or a near tie) so that every verdict shows up. */
+ * cut (wrong, or a near tie) so that every verdict shows up; then rows
+ * with their order reversed, a score far off, a duplicate id and an id
+ * past the row, so that every reason does too. */
 static void near_candidate(m3idx_context *c, const struct test_case *tc, int64_t w,
                            float *scores, int32_t *ids) {
   const int64_t pairs = (int64_t)tc->batch.num_heads * tc->batch.num_rows;
@@ -231,10 +233,30 @@ static void near_candidate(m3idx_context *c, const struct test_case *tc, int64_t
       if (ids[hr * 16 + 15] < 0)
         ids[hr * 16 + 15] = last;
     }
+  for (int64_t hr = 0; hr < pairs; hr++) {
+    int32_t *row = ids + hr * 16;
+    if (hr % 7 == 1)
+      for (int j = 0; j < 8; j++) {
+        const int32_t t = row[j];
+        row[j] = row[15 - j];
+        row[15 - j] = t;
+      }
+    if (hr % 7 == 2)
+      for (int64_t b = w - 1; b >= 0; b--)
+        if (fabsf(scores[hr * w + b]) < 1e30f) {
+          scores[hr * w + b] = scores[hr * w + b] * 1.5f + 1.0f;
+          break;
+        }
+    if (hr % 7 == 3 && row[3] >= 0)
+      row[3] = row[2];
+    if (hr % 11 == 4)
+      row[0] = 1 << 20;
+  }
   free(pinned);
 }
 
-static void verify_hip_vs_cpu(struct test_case *tc, const m3idx_verify_options *o) {
+static void verify_hip_vs_cpu(struct test_case *tc, const m3idx_verify_options *o,
+                              int with_scores) {
   const int64_t pairs = (int64_t)tc->batch.num_heads * tc->batch.num_rows;
   const int64_t w = oracle_width(&tc->oc);
   float *scores = malloc(sizeof(float) * (size_t)(pairs * w));
@@ -243,18 +265,19 @@ static void verify_hip_vs_cpu(struct test_case *tc, const m3idx_verify_options *
   m3idx_verify_summary sum[3];
   m3idx_context *c = make_ctx(tc, M3IDX_BACKEND_CPU, 0, NULL);
   near_candidate(c, tc, w, scores, ids);
+  const float *cs = with_scores ? scores : NULL;
   for (int k = 0; k < 3; k++) {
     rows[k] = malloc(sizeof **rows * (size_t)pairs);
     memset(rows[k], 0x77, sizeof **rows * (size_t)pairs);
   }
   ck_assert_msg(m3idx_verify_topk(c, &tc->batch, &tc->query, &tc->kcache, tc->init_blocks,
-                                  tc->local_blocks, ids, scores, w, o, rows[0], &sum[0]) ==
+                                  tc->local_blocks, ids, cs, w, o, rows[0], &sum[0]) ==
                     M3IDX_OK, "cpu: %s", m3idx_last_error(c));
   m3idx_context_destroy(c);
   /* Host pointers on the GPU. */
   m3idx_context *g = make_ctx(tc, M3IDX_BACKEND_HIP, M3IDX_FLAG_HOST_POINTERS, NULL);
   ck_assert_msg(m3idx_verify_topk(g, &tc->batch, &tc->query, &tc->kcache, tc->init_blocks,
-                                  tc->local_blocks, ids, scores, w, o, rows[1], &sum[1]) ==
+                                  tc->local_blocks, ids, cs, w, o, rows[1], &sum[1]) ==
                     M3IDX_OK, "hip, host pointers: %s", m3idx_last_error(g));
   m3idx_context_destroy(g);
   /* Device pointers: the candidate too is read where it is. */
@@ -267,21 +290,41 @@ static void verify_hip_vs_cpu(struct test_case *tc, const m3idx_verify_options *
   dbuf_make(&cand, ids, sizeof(int32_t) * 16 * (size_t)pairs);
   dbuf_make(&cand_s, scores, sizeof(float) * (size_t)(pairs * w));
   ck_assert_msg(m3idx_verify_topk(g, &d.batch, &d.query_d, &d.kcache, tc->init_blocks,
-                                  tc->local_blocks, cand.p, cand_s.p, w, o, rows[2], &sum[2]) ==
+                                  tc->local_blocks, cand.p, cs ? cand_s.p : NULL, w, o, rows[2],
+                                  &sum[2]) ==
                     M3IDX_OK, "hip, device pointers: %s", m3idx_last_error(g));
   for (int k = 1; k < 3; k++) {
-    ck_assert_msg(memcmp(&sum[k], &sum[0], sizeof sum[0]) == 0,
+    const int same_max = sum[k].max_score_deviation == sum[0].max_score_deviation ||
+                         (sum[k].max_score_deviation != sum[k].max_score_deviation &&
+                          sum[0].max_score_deviation != sum[0].max_score_deviation);
+    ck_assert_msg(sum[k].rows == sum[0].rows && sum[k].exact == sum[0].exact &&
+                      sum[k].equivalent == sum[0].equivalent && sum[k].wrong == sum[0].wrong &&
+                      same_max,
                   "%s: summary %lld/%lld/%lld max %a, cpu %lld/%lld/%lld max %a",
                   k == 1 ? "host pointers" : "device pointers", (long long)sum[k].exact,
                   (long long)sum[k].equivalent, (long long)sum[k].wrong,
                   sum[k].max_score_deviation, (long long)sum[0].exact,
                   (long long)sum[0].equivalent, (long long)sum[0].wrong,
                   sum[0].max_score_deviation);
-    ck_assert_int_eq(memcmp(rows[k], rows[0], sizeof **rows * (size_t)pairs), 0);
+    for (int64_t hr = 0; hr < pairs; hr++)
+      ck_assert_msg(memcmp(&rows[k][hr], &rows[0][hr], sizeof **rows) == 0,
+                    "%s, row %lld: verdict %d reason %d slot %d blocks %d %d gap %a; cpu %d %d "
+                    "%d %d %d %a", k == 1 ? "host pointers" : "device pointers", (long long)hr,
+                    rows[k][hr].verdict, rows[k][hr].reason, rows[k][hr].slot,
+                    rows[k][hr].block_a, rows[k][hr].block_b, rows[k][hr].gap,
+                    rows[0][hr].verdict, rows[0][hr].reason, rows[0][hr].slot,
+                    rows[0][hr].block_a, rows[0][hr].block_b, rows[0][hr].gap);
   }
-  printf("verify %s: %lld exact, %lld equivalent, %lld wrong, largest deviation %.3g: the "
-         "same on the GPU\n", tc->batch.mode == M3IDX_MODE_DECODE ? "decode" : "prefill",
-         (long long)sum[0].exact, (long long)sum[0].equivalent, (long long)sum[0].wrong,
+  int seen[9] = {0};
+  for (int64_t hr = 0; hr < pairs; hr++)
+    seen[rows[0][hr].reason]++;
+  printf("verify %s (%s): %lld exact, %lld equivalent, %lld wrong (reasons 1-8: %d %d %d %d "
+         "%d %d %d %d), largest deviation %.3g: the same on the GPU\n",
+         tc->batch.mode == M3IDX_MODE_DECODE ? "decode" : "prefill",
+         !with_scores ? "ids" : o && (o->flags & M3IDX_VERIFY_NO_MAX_DEVIATION) ? "verdicts"
+                                                                            : "scores",
+         (long long)sum[0].exact, (long long)sum[0].equivalent, (long long)sum[0].wrong, seen[1],
+         seen[2], seen[3], seen[4], seen[5], seen[6], seen[7], seen[8],
          sum[0].max_score_deviation);
   dbuf_free(&cand);
   dbuf_free(&cand_s);
@@ -297,17 +340,22 @@ static void verify_hip_vs_cpu(struct test_case *tc, const m3idx_verify_options *
 START_TEST(verify_same_verdicts) {
   static const int32_t lens[] = {2500, 129, 700, 4000, 9000};
   static const int32_t ctx[] = {0, 1500, 300}, q[] = {40, 30, 9};
-  m3idx_verify_options e4m3;
+  m3idx_verify_options e4m3, plain, verdicts;
   m3idx_verify_options_init(&e4m3);
   e4m3.query_rounding = M3IDX_QUERY_ROUNDING_E4M3;
   e4m3.order = M3IDX_ORDER_ANY;
+  m3idx_verify_options_init(&plain);
+  verdicts = plain;
+  verdicts.flags = M3IDX_VERIFY_NO_MAX_DEVIATION;
   for (int i = 0; i < 6; i++) {
     const int flavor = i % 3 == 0 ? FLAVOR_TIES : i % 3 == 1 ? FLAVOR_PLAIN : FLAVOR_SPECIAL;
     const m3idx_dtype dt_q = i % 2 ? M3IDX_DTYPE_E4M3 : M3IDX_DTYPE_BF16;
     struct test_case *tc = i % 2 ? case_prefill(9100u + (uint64_t)i, flavor, 2, dt_q, 3, ctx, q)
                                  : case_decode(9100u + (uint64_t)i, flavor, 3, 2, dt_q, 5, lens);
     case_set_forced(tc, i % 3 == 0 ? 1 : 0, 1);
-    verify_hip_vs_cpu(tc, i >= 4 ? &e4m3 : NULL);
+    verify_hip_vs_cpu(tc, i >= 4 ? &e4m3 : &plain, 1);
+    verify_hip_vs_cpu(tc, &verdicts, 1);
+    verify_hip_vs_cpu(tc, &plain, 0);
     case_free(tc);
   }
 }
