@@ -42,6 +42,7 @@ struct hip_state {
   size_t verify_bytes;
   void *verify_host;    /* its pinned host buffer for the verdicts */
   size_t verify_host_bytes;
+  unsigned verify_epoch; /* tags each verifying call's error word (see run_verify) */
 };
 
 int m3idx_gpu_inject_bad_device = 0;
@@ -502,7 +503,7 @@ static m3idx_status grow_host(void **buf, size_t *have, size_t bytes, struct m3i
   return M3IDX_OK;
 }
 
-/* The verdicts on the device: the fused call into scratch, the verdict
+/* The verdicts on the device: the scores into scratch, the verdict
  * kernel, then the error word and the rows down in one copy, one wait. */
 static m3idx_status run_verify(hip_state *s, const struct m3idx_call *c,
                                struct m3idx_errbuf *err) {
@@ -510,46 +511,59 @@ static m3idx_status run_verify(hip_state *s, const struct m3idx_call *c,
   const size_t row_bytes = pairs * sizeof(m3idx_verify_row), dev_bytes = pairs * sizeof(double);
   const size_t down = sizeof(double) + row_bytes + dev_bytes; /* error word, rows, deviations */
   buffer_plan plan;
+  const size_t o_out = plan.take(down); /* first: the error word stays at offset 0 */
   const size_t o_topk = plan.take(pairs * M3IDX_TOPK * sizeof(int32_t));
-  const size_t o_out = plan.take(sizeof(double) + down); /* the call's largest deviation, down */
   const size_t o_done = plan.take(pairs * (size_t)c->width);
   /* The largest deviation takes every block's terms, in one launch. */
   const int all_terms =
       c->cand_scores != NULL && !(c->verify_opts->flags & M3IDX_VERIFY_NO_MAX_DEVIATION);
   const size_t o_terms = all_terms ? plan.take(pairs * (size_t)c->width * 2 * sizeof(double)) : 0;
+  const size_t had = s->verify_bytes;
   m3idx_status rc = grow(&s->verify, &s->verify_bytes, plan.used, "verification's buffers", err);
   if (rc == M3IDX_OK)
     rc = grow_host(&s->verify_host, &s->verify_host_bytes, down, err);
   if (rc != M3IDX_OK)
     return rc;
-  char *d = (char *)s->verify, *out = d + o_out + sizeof(double);
+  char *d = (char *)s->verify, *out = d + o_out;
   char *host = (char *)s->verify_host;
-  struct m3idx_call dc = *c;
-  dc.stage = M3IDX_STAGE_FUSED;
+  hipStream_t st = s->stream;
+  hipError_t e;
+  /* The kernel raises the error word to epoch << 32 | bits, so each call
+     needs a higher epoch than any before it, and a new buffer a zero. */
+  if (s->verify_bytes != had || ++s->verify_epoch == 0) {
+    s->verify_epoch = 1;
+    if ((e = hipMemsetAsync(out, 0, sizeof(double), st)) != hipSuccess)
+      return hip_failed(err, "clearing the verdicts' error word", e);
+  }
+  struct m3idx_call dc = *c; /* the scores; the verdict kernel pins and selects */
+  dc.stage = M3IDX_STAGE_SCORE;
   dc.scores = s->d_scores;
   dc.score_stride = c->width;
   dc.topk = (int32_t *)(d + o_topk);
   gpu_call g;
   device_call(&dc, s, &g);
-  rc = launch(s, &dc, g, dc.work_map_in, NULL, NULL, dc.topk, err);
+  rc = launch(s, &dc, g, dc.work_map_in, NULL, NULL, NULL, err);
   if (rc != M3IDX_OK)
     return rc;
-  hipStream_t st = s->stream;
-  hipError_t e;
-  if ((e = hipMemsetAsync(d + o_out, 0, 2 * sizeof(double), st)) == hipSuccess &&
-      (e = m3idx_gpu_verify_rows(&g, s->d_scores, dc.topk, c->candidate, c->cand_scores,
+  if ((e = m3idx_gpu_verify_rows(&g, s->d_scores, dc.topk, c->candidate, c->cand_scores,
                                  c->cand_stride, c->verify_opts,
                                  (m3idx_verify_row *)(out + sizeof(double)),
                                  (double *)(out + sizeof(double) + row_bytes),
-                                 (unsigned long long *)(d + o_out), (unsigned *)out,
+                                 (unsigned long long *)out, s->verify_epoch,
                                  (uint8_t *)(d + o_done),
                                  all_terms ? (double *)(d + o_terms) : NULL, st)) == hipSuccess &&
       (e = hipMemcpyAsync(host, out, down, hipMemcpyDeviceToHost, st)) == hipSuccess)
     e = hipStreamSynchronize(st);
   if (e != hipSuccess)
     return hip_failed(err, "verifying on the device", e);
-  unsigned bits;
-  memcpy(&bits, host, sizeof bits);
+  unsigned long long word;
+  memcpy(&word, host, sizeof word);
+  if (word >> 32 != s->verify_epoch) {
+    snprintf(err->msg, sizeof err->msg, "the verdict kernel left no error word for call %u",
+             s->verify_epoch);
+    return M3IDX_ERR_DEVICE;
+  }
+  const unsigned bits = (unsigned)word;
   if (bits != 0) {
     rc = error_bits(bits, err);
     if (hipMemsetAsync(s->d_err, 0, sizeof(unsigned), st) != hipSuccess ||

@@ -1,22 +1,25 @@
 /*
  * verify-rows.hip - m3idx_verify_topk's verdicts on the device: one block
- * of threads a (row, head) pair, after the fused call has left the exact
- * scores and top-k in scratch, so that a call waits once.  The pieces are
- * lib/verify-row.h's, as on the host; the threads combine them with exact
- * minima and maxima only, so the verdicts are the host's bits.
+ * of threads a (row, head) pair, after the scoring kernel has left the
+ * exact scores in scratch; the block pins them and takes their top-k
+ * (select-row.h) itself, then decides, so that a call waits once.  The
+ * pieces are lib/verify-row.h's, as on the host; the threads combine them
+ * with exact minima and maxima only, so the verdicts are the host's bits.
  *
- * A block's bound terms are computed only when the verdict or the largest
- * deviation depends on them, as the host does in rounds: a candidate score
- * is first held against the interval that its reference score alone
- * gives (never wider than the true one).
+ * A block's bound terms are computed only when a verdict depends on them,
+ * as the host does in rounds: a candidate score is first held against
+ * the interval that its reference score alone gives (never wider than the
+ * true one).  For the largest deviation every block's terms are computed
+ * first (all_terms_kernel).
  *
  * SPDX-License-Identifier: MIT
  */
 #include "device-math.h"
 #include "kernels.h"
+#include "select-row.h"
 #include "verify-row.h"
 
-#define VERIFY_THREADS 512
+#define VERIFY_THREADS SELECT_THREADS
 #define VERIFY_WARPS (VERIFY_THREADS / 32)
 #define VERIFY_LIST 64          /* blocks whose terms one pass computes */
 #define NO_BLOCK 0x7fffffff
@@ -139,24 +142,28 @@ M3IDX_DEV void list_add(verify_smem &sm, int32_t b) {
 }
 
 struct verify_args {
-  const float *ref;           /* [pairs, width]: pinned exact scores */
-  const int32_t *ref_ids;     /* [pairs, 16] */
+  float *ref;                 /* [pairs, width]: exact scores, pinned here */
+  int32_t *ref_ids;           /* [pairs, 16]: their top-k, taken here */
   const int32_t *cand;        /* [pairs, 16] */
   const float *cand_scores;   /* [pairs, cand_stride] or NULL */
   long long cand_stride;
   const double *terms;        /* [pairs, width, 2]: every block's, or NULL */
   m3idx_verify_row *rows;     /* [pairs] */
   double *row_dev;            /* [pairs]: the row's largest deviation */
-  unsigned long long *call_dev; /* the call's largest known: prunes */
-  unsigned *err_out;          /* the error word, as every block saw it at its end */
+  unsigned long long *err_out; /* the error word as every block saw it at its end,
+                                  above the call's epoch (no zeroing needed) */
+  unsigned long long epoch;
   uint8_t *done;              /* [pairs, width] */
 };
 
 __global__ void __launch_bounds__(VERIFY_THREADS)
     verify_rows_kernel(const gpu_call c, const verify_args v, const m3idx_verify_options o) {
   __shared__ verify_smem sm;
+  __shared__ select_smem ssm;
   const int row = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
   const long long hr = (long long)h * c.num_rows + row;
+  select_row(ssm, c, row, h, v.ref, 1, 1, v.ref_ids); /* m3idx's own top-k, pinned scores */
+  __syncthreads();
   if (t == 0) {
     int r = 0;
     const int pos = row_position(c, row, &r);
@@ -174,7 +181,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
   const int32_t n = sm.n;
   if (n < 0) { /* bad lengths: reported, nothing written */
     if (t == 0)
-      atomicOr(v.err_out, atomicOr(c.err, 0u));
+      atomicMax(v.err_out, v.epoch << 32 | atomicOr(c.err, 0u));
     return;
   }
   float amax_f;
@@ -230,8 +237,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
 #define FORCED(b) m3idx__verify_is_forced((b), n, c.init_blocks, c.local_blocks)
 
   /* The candidate's scores: the first block outside its interval, and the
-     largest deviation (exact: terms for every block whose floor allows one
-     above the largest known, in this row or another). */
+     largest deviation (from every block's terms, computed before). */
   int32_t my_bad = NO_BLOCK;
   double my_bad_dev = 0.0;
   const int want_inside = sm.reason == M3IDX_REASON_NONE;
@@ -254,9 +260,6 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
       if (t == 0)
         sm.list_n = 0;
       __syncthreads();
-      const double known = m3idx__bits_to_double(sm.dev_bits);
-      const double call = m3idx__bits_to_double(*(volatile unsigned long long *)v.call_dev);
-      const double thr = known > call ? known : call;
       for (int32_t b = t; b < n; b += VERIFY_THREADS) {
         if (FORCED(b))
           continue;
@@ -267,13 +270,10 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
             note(b, INTERVAL(x, 0, 0.0, 0.0), s);
           continue;
         }
-        if (dn[b] & TIGHT_DONE)
+        if (!want_inside || (dn[b] & TIGHT_DONE) || m3idx__verify_near(x, cs[b], c.scale))
           continue;
         const m3idx_verify_interval f = m3idx__verify_score_floor(x, 0, amax, c.scale, &o);
-        const double ub = m3idx__verify_deviation(s, &f);
-        if (ub == 0.0)
-          continue; /* the reference itself */
-        if ((want_inside && !m3idx__verify_inside(s, &f)) || (want_dev && ub > thr))
+        if (!m3idx__verify_inside(s, &f))
           list_add(sm, b);
       }
       const int got = listed(sm);
@@ -287,8 +287,6 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
         dn[b] |= TIGHT_DONE;
       }
       __syncthreads();
-      if (t == 0 && want_dev)
-        atomicMax(v.call_dev, sm.dev_bits);
     }
   }
   for (int m = 1; m < 32; m <<= 1) { /* the first block outside, and its deviation */
@@ -447,7 +445,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
      reads with the rows, so that one copy brings both. */
   __syncthreads();
   if (t == 0)
-    atomicOr(v.err_out, atomicOr(c.err, 0u));
+    atomicMax(v.err_out, v.epoch << 32 | atomicOr(c.err, 0u));
 }
 
 /* Every block's terms, for the largest deviation: a launch block
@@ -492,12 +490,12 @@ __global__ void __launch_bounds__(VERIFY_THREADS) all_terms_kernel(const gpu_cal
     terms[(hr * c.width + b0) * 2 + t] = m3idx__bits_to_double(best[t / 2][t % 2]);
 }
 
-hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, const float *ref,
-                                 const int32_t *ref_ids, const int32_t *cand,
+hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, float *ref, int32_t *ref_ids,
+                                 const int32_t *cand,
                                  const float *cand_scores, long long cand_stride,
                                  const m3idx_verify_options *o, m3idx_verify_row *rows,
-                                 double *row_dev, unsigned long long *call_dev,
-                                 unsigned *err_out, uint8_t *done, double *terms,
+                                 double *row_dev, unsigned long long *err_out,
+                                 unsigned epoch, uint8_t *done, double *terms,
                                  hipStream_t s) {
   if (c->num_rows == 0 || c->num_heads == 0)
     return hipSuccess;
@@ -511,7 +509,7 @@ hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, const float *ref,
       return e;
   }
   const verify_args v = {ref, ref_ids, cand, cand_scores, cand_stride, terms, rows, row_dev,
-                         call_dev, err_out, done};
+                         err_out, epoch, done};
   hipLaunchKernelGGL(verify_rows_kernel, dim3(c->num_rows, c->num_heads),
                      dim3(VERIFY_THREADS), 0, s, *c, v, *o);
   return hipGetLastError();

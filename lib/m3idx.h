@@ -301,10 +301,11 @@ typedef enum m3idx_verify_reason {
 } m3idx_verify_reason;
 
 /* One (head, row)'s verdict.  For SET and ORDER, block_a is the block that
- * was taken (or came first) and block_b the one that beats it; gap is
- * (X(b) - X(a)) / (E(a) + E(b)), above 1.  For SCORE, block_a is the block
- * and gap its deviation |s - X| / E.  For the structural reasons, slot is
- * the first slot at fault and block_a its id (or the missing block). */
+ * was taken (or came first), slot its slot, and block_b the one that beats
+ * it; gap is (X(b) - X(a)) / (E(a) + E(b)), above 1.  For SCORE, block_a
+ * is the block and gap its deviation |s - X| / E.  For the structural
+ * reasons, slot is the first slot at fault and block_a its id (or the
+ * missing forced block, slot -1).  Fields that name nothing are -1, gap 0. */
 typedef struct m3idx_verify_row {
   int32_t verdict;   /* m3idx_verdict */
   int32_t reason;    /* m3idx_verify_reason */

@@ -71,6 +71,18 @@ m3idx__verify_score_floor(float ref, int forced, double amax, float scale,
   return m3idx__verify_interval(ref, forced, a, 0.0, amax, scale, o);
 }
 
+/* Whether a candidate score s is inside the interval of a block with the
+ * unpinned reference x (finite, clamped) without its terms: within 64
+ * fp32 ulps of an |x| >= 2^-100, for a finite scale other than 0.  E is
+ * then at least |scale| gamma_130 A >= gamma_130 |x| (1 - 2^-19) > 129
+ * ulps of x (A is at least the a-floor of x), so the interval reaches
+ * past s (and a rank clamped to x's ceiling stays below its top). */
+M3IDX_RULE int m3idx__verify_near(float x, float s, float scale) {
+  const double ax = fabs((double)x), sc = fabs((double)scale);
+  return ax >= 0x1p-100 && x <= M3IDX_VERIFY_CLAMP_MAX && sc > 0.0 && sc < INFINITY &&
+         fabs((double)s - (double)x) <= 64.0 * m3idx__verify_ulp(ax);
+}
+
 /* A score's place in the order of intervals: NaN lowest, then -inf. */
 M3IDX_RULE double m3idx__verify_rank(float f) {
   const double s = f;

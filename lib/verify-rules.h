@@ -22,7 +22,8 @@
  * then within the largest E of its causal keys; E grows with A and K, so
  * the block's largest A and largest K give a bound at least that large.
  * Products and partial sums are assumed to stay below fp32's overflow:
- * where (1 + gamma) (A + dq) could reach 2^128, E is +inf.
+ * where (1 + gamma) (A + dq) could reach 2^128, or the row holds an inf or
+ * NaN, E is +inf.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -72,8 +73,11 @@ M3IDX_RULE double m3idx__verify_bound(double a_max, double k_max, double amax, f
   m3idx__verify_query_rounding(rounding, &rho, &alpha);
   const double u = M3IDX_VERIFY_U, eta = M3IDX_VERIFY_ETA;
   const double gamma = M3IDX_VERIFY_OPS * u / (1.0 - M3IDX_VERIFY_OPS * u);
+  /* A row with an inf or NaN element bounds nothing (and 0 inf is NaN). */
+  if (!(amax < INFINITY) || !(a_max == a_max))
+    return INFINITY;
   const double dq = rho * a_max + alpha * amax * k_max;
-  if ((1.0 + gamma) * (a_max + dq) >= 0x1p128 || !(a_max == a_max))
+  if ((1.0 + gamma) * (a_max + dq) >= 0x1p128)
     return INFINITY;
   const double s = fabs((double)scale);
   double e = s * (dq + gamma * (a_max + dq) + 300.0 * eta * (amax > 1.0 ? amax : 1.0)) + 2.0 * eta;

@@ -440,6 +440,29 @@ START_TEST(device_bad_input) {
   ck_assert_int_eq(m3idx_synchronize(g), M3IDX_ERR_DEVICE_INPUT);
   ck_assert_ptr_nonnull(strstr(m3idx_last_error(g), "block_table"));
   ck_assert_int_eq(m3idx_synchronize(g), M3IDX_OK); /* reported once */
+  {
+    /* Verifying reads the same memory: its call fails, the rows and the
+       summary untouched, and the error is not reported again. */
+    int32_t cand[3 * M3IDX_TOPK];
+    for (int i = 0; i < 3 * M3IDX_TOPK; i++)
+      cand[i] = i % M3IDX_TOPK < 3 ? i % M3IDX_TOPK : -1;
+    struct dbuf cb;
+    dbuf_make(&cb, cand, sizeof cand);
+    m3idx_verify_row rows[3];
+    m3idx_verify_summary sum;
+    memset(rows, 0x5a, sizeof rows);
+    memset(&sum, 0x5a, sizeof sum);
+    ck_assert_int_eq(m3idx_verify_topk(g, &d.batch, &d.query_d, &d.kcache, tc->init_blocks,
+                                       tc->local_blocks, cb.p, NULL, 0, NULL, rows, &sum),
+                     M3IDX_ERR_DEVICE_INPUT);
+    ck_assert_ptr_nonnull(strstr(m3idx_last_error(g), "block_table"));
+    for (size_t i = 0; i < sizeof rows; i++)
+      ck_assert_int_eq(((unsigned char *)rows)[i], 0x5a);
+    for (size_t i = 0; i < sizeof sum; i++)
+      ck_assert_int_eq(((unsigned char *)&sum)[i], 0x5a);
+    ck_assert_int_eq(m3idx_synchronize(g), M3IDX_OK);
+    dbuf_free(&cb);
+  }
   /* query_len > seq_len. */
   int32_t one = 0;
   DT(dt->to_device(d.seq.p, &one, 4, err, sizeof err));

@@ -21,7 +21,7 @@
 
 #include "cases.h"
 #include "suite-main.h"
-#include "verify-rules.h"
+#include "verify-row.h"
 
 /* How a candidate sums a key's 128 fp32 products. */
 enum order { NATURAL, REVERSED, PAIRWISE, SHUFFLED, BLOCKED, FP64, DROP_GROUP, ORDERS };
@@ -427,13 +427,15 @@ END_TEST
 
 /* Near ties at the cut: m3idx's own scores, each moved one fp32 ulp up or
  * down at random (any fp32 method may land there), on data where whole
- * requests read one page (exact ties everywhere): never wrong, and many
- * rows pick other blocks than m3idx (equivalent). */
+ * requests read one page (exact ties everywhere), and on special values
+ * (rows holding inf or NaN bound nothing): never wrong, and many rows
+ * pick other blocks than m3idx (equivalent). */
 START_TEST(one_ulp_near_ties) {
   int64_t equivalent = 0;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 6; i++) {
     struct run x;
-    run_open(&x, make_case(i, FLAVOR_PLAIN, i % 2 ? M3IDX_DTYPE_E4M3 : M3IDX_DTYPE_BF16));
+    run_open(&x, make_case(i, i < 4 ? FLAVOR_PLAIN : FLAVOR_SPECIAL,
+                           i % 2 ? M3IDX_DTYPE_E4M3 : M3IDX_DTYPE_BF16));
     one_page_a_request(x.tc);
     exact_candidate(&x);
     uint64_t rs = 77u + (uint64_t)i;
@@ -725,6 +727,48 @@ START_TEST(verdicts_only) {
 }
 END_TEST
 
+/* The device's shortcut (m3idx__verify_near) never says "inside" of a
+ * score that the interval from the block's a-floor leaves outside: random
+ * references over the whole fp32 range, scores 0 to 160 ulps away, scales
+ * from tiny to huge, rows with an inf or NaN element, every query
+ * rounding and no tolerance.  It must also
+ * take the scores it is for (within 64 ulps of an ordinary x). */
+START_TEST(near_rule_is_inside) {
+  uint64_t x = 0x2545f4914f6cdd1dull;
+  long long near = 0;
+  for (int i = 0; i < 400000; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const float ref = m3idx__bits_to_float((uint32_t)x & 0xff7fffffu); /* finite */
+    const int32_t ulps = (int32_t)((x >> 32) % 161);
+    float s = ref;
+    for (int32_t k = 0; k < ulps; k++)
+      s = nextafterf(s, (x >> 40) & 1 ? INFINITY : -INFINITY);
+    const float scale = ldexpf(1.0f + (float)((x >> 44) & 0xff) / 256.0f,
+                               (int)((x >> 52) % 300) - 150);
+    m3idx_verify_options o;
+    m3idx_verify_options_init(&o);
+    o.query_rounding = (int)((x >> 20) % 3);
+    const int special = (int)((x >> 28) % 16); /* a row holding an inf or a NaN */
+    const double amax = special == 0 ? INFINITY : special == 1 ? NAN
+                                                               : ldexp(1.0, (int)((x >> 8) % 200) - 100);
+    const struct m3idx_verify_interval f = m3idx__verify_score_floor(ref, 0, amax, scale, &o);
+    if (m3idx__verify_near(ref, s, scale)) {
+      near++;
+      ck_assert_msg(m3idx__verify_inside(m3idx__verify_rank(s), &f),
+                    "x %a, s %a (%d ulps), scale %a: near but outside [%a, %a]", ref, s, ulps,
+                    scale, f.lo, f.hi);
+    }
+    if (ulps <= 64 && fabsf(ref) >= 1e-20f && fabsf(ref) < 1e28f && isfinite(s) &&
+        scale > 0.0f && scale < INFINITY)
+      ck_assert_msg(m3idx__verify_near(ref, s, scale), "x %a, s %a: %d ulps, not near", ref,
+                    s, ulps);
+  }
+  ck_assert_int_gt(near, 100000);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   struct run x;
   run_open(&x, make_case(0, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
@@ -769,6 +813,7 @@ int main(void) {
   tcase_add_test(tc, score_at_the_bound);
   tcase_add_test(tc, verdicts_only);
   tcase_add_test(tc, score_stride_past_the_width);
+  tcase_add_test(tc, near_rule_is_inside);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
   return run_suite(s);

@@ -1,0 +1,187 @@
+/*
+ * select-row.h - clamping, forced-block pinning and the top-16 of one
+ * (row, head) pair (SPEC sections 6 and 7), by one block of
+ * SELECT_THREADS threads, on rank keys that order (score, then block id)
+ * totally, no two blocks sharing one, so the result does not depend on
+ * how the work is split:
+ *  1. the 16 groups of 32 threads each take the largest key they read;
+ *     the smallest of those 16 maxima is at most the 16th largest key;
+ *  2. the keys at or above it (few, unless many scores tie) are gathered
+ *     in shared memory and each finds its rank among them;
+ *  3. when too many are gathered, a radix select, eight bits at a time
+ *     from the top with a shared histogram, finds the 16th largest key
+ *     among them first.
+ * Each pass re-reads the row (small enough for the cache).  The pin/top-k
+ * kernel (select.hip) and the verdict kernel (verify-rows.hip) call it.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_GPU_SELECT_ROW_H
+#define M3IDX_GPU_SELECT_ROW_H
+
+#include "device-math.h"
+
+#define SELECT_THREADS 512
+#define RADIX_BITS 8
+#define RADIX_BINS (1 << RADIX_BITS)
+
+#define GATHER_MAX 1024 /* keys ranked directly in shared memory */
+
+struct select_smem {
+  unsigned hist[RADIX_BINS];
+  unsigned part[32];             /* sums of 8 bins each */
+  unsigned long long gmax[SELECT_THREADS / 32];
+  unsigned long long keys[GATHER_MAX];
+  int n, digit, count;
+  unsigned above;
+};
+
+/* The digit d of this pass: sum(hist[> d]) < want <= sum(hist[>= d]).
+ * Sets sm.digit, sm.above (the keys in bins above it) and sm.count (in it). */
+M3IDX_DEV void choose_digit(select_smem &sm, unsigned want) {
+  const int t = threadIdx.x;
+  if (t < 32) {
+    unsigned s = 0;
+    for (int i = 0; i < 8; i++)
+      s += sm.hist[8 * t + i];
+    sm.part[t] = s;
+  }
+  __syncthreads();
+  if (t < 32) {
+    unsigned above = 0;
+    for (int m = t + 1; m < 32; m++)
+      above += sm.part[m];
+    if (above < want && want <= above + sm.part[t]) {
+      for (int d = 8 * t + 7; d >= 8 * t; d--) {
+        unsigned h = sm.hist[d];
+        if (above + h >= want) {
+          sm.digit = d;
+          sm.above = above;
+          sm.count = (int)h;
+          break;
+        }
+        above += h;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+/* Pin and/or select one (row, head) pair's scores: every one of the
+ * SELECT_THREADS threads of the block calls. */
+M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int row, int h,
+                          const float *scores_in, int pin, int write_pinned, int32_t *topk) {
+  const int t = threadIdx.x;
+  if (t == 0) {
+    int r;
+    int pos = row_position(c, row, &r);
+    sm.n = pos < 0 ? -1 : pos / 128 + 1;
+  }
+  __syncthreads();
+  const int n = sm.n;
+  if (n < 0)
+    return; /* bad lengths: reported, nothing written */
+  const long long off = ((long long)h * c.num_rows + row) * c.stride;
+  const float *in = scores_in + off;
+  if (pin && write_pinned)
+    for (int b = t; b < n; b += SELECT_THREADS)
+      c.scores[off + b] = m3idx__pinned(in[b], b, n, c.init_blocks, c.local_blocks);
+  if (topk == nullptr)
+    return;
+  /* After the writes above, pinning again is a no-op: every pass may
+     apply it to what it reads. */
+#define KEY_OF(b) m3idx__rank_key(pin ? m3idx__pinned(in[b], b, n, c.init_blocks, c.local_blocks) : in[b], b)
+  const int need = n < M3IDX_TOPK ? n : M3IDX_TOPK;
+  /* 1. A floor: the least of 16 maxima of disjoint sets of keys (a set
+     with no key gives 0, and then every key passes). */
+  unsigned long long m = 0;
+  for (int b = t; b < n; b += SELECT_THREADS) {
+    unsigned long long key = KEY_OF(b);
+    m = key > m ? key : m;
+  }
+  for (int x = 1; x < 32; x <<= 1) {
+    unsigned long long o = M3IDX_SHFL_XOR(m, x);
+    m = o > m ? o : m;
+  }
+  if ((t & 31) == 0)
+    sm.gmax[t >> 5] = m;
+  if (t == 0)
+    sm.count = 0;
+  __syncthreads();
+  unsigned long long floor_key = sm.gmax[0];
+  for (int i = 1; i < SELECT_THREADS / 32; i++)
+    floor_key = sm.gmax[i] < floor_key ? sm.gmax[i] : floor_key;
+  /* 2. Gather the keys at or above the floor (the top `need' among them). */
+  for (int b = t; b < n; b += SELECT_THREADS) {
+    unsigned long long key = KEY_OF(b);
+    if (key >= floor_key) {
+      int slot = atomicAdd(&sm.count, 1);
+      if (slot < GATHER_MAX)
+        sm.keys[slot] = key;
+    }
+  }
+  __syncthreads();
+  const int gathered = sm.count;
+  int32_t *out = topk + ((long long)h * c.num_rows + row) * M3IDX_TOPK;
+  if (gathered <= GATHER_MAX) {
+    for (int i = t; i < gathered; i += SELECT_THREADS) {
+      unsigned long long k = sm.keys[i];
+      int rank = 0;
+      for (int j = 0; j < gathered; j++)
+        rank += sm.keys[j] > k;
+      if (rank < M3IDX_TOPK)
+        out[rank] = (int32_t)(0xffffffffu - (uint32_t)k);
+    }
+    if (t >= need && t < M3IDX_TOPK)
+      out[t] = -1;
+    return;
+  }
+  /* 3. Radix select of the need-th largest key over the keys above the floor. */
+  unsigned long long prefix = 0, mask = 0;
+  unsigned want = (unsigned)need;
+  for (int shift = 64 - RADIX_BITS;; shift -= RADIX_BITS) {
+    __syncthreads(); /* everyone has read sm before it is reused */
+    for (int i = t; i < RADIX_BINS; i += SELECT_THREADS)
+      sm.hist[i] = 0;
+    __syncthreads();
+    for (int b = t; b < n; b += SELECT_THREADS) {
+      unsigned long long key = KEY_OF(b);
+      if (key >= floor_key && (key & mask) == prefix)
+        atomicAdd(&sm.hist[(unsigned)(key >> shift) & (RADIX_BINS - 1)], 1u);
+    }
+    __syncthreads();
+    choose_digit(sm, want);
+    prefix |= (unsigned long long)sm.digit << shift;
+    mask |= (unsigned long long)(RADIX_BINS - 1) << shift;
+    want -= sm.above;
+    /* Keys are unique, so the last pass always ends here. */
+    if ((unsigned)sm.count == want || shift == 0)
+      break;
+  }
+  /* Exactly `need' keys have (key & mask) >= prefix: rank them. */
+  __syncthreads();
+  if (t == 0)
+    sm.count = 0;
+  __syncthreads();
+  for (int b = t; b < n; b += SELECT_THREADS) {
+    unsigned long long key = KEY_OF(b);
+    if ((key & mask) >= prefix) {
+      int slot = atomicAdd(&sm.count, 1);
+      if (slot < M3IDX_TOPK)
+        sm.keys[slot] = key;
+    }
+  }
+#undef KEY_OF
+  __syncthreads();
+  if (t < need) {
+    unsigned long long k = sm.keys[t];
+    int rank = 0;
+    for (int j = 0; j < need; j++)
+      rank += sm.keys[j] > k;
+    out[rank] = (int32_t)(0xffffffffu - (uint32_t)k);
+  } else if (t < M3IDX_TOPK) {
+    out[t] = -1;
+  }
+}
+
+#endif /* M3IDX_GPU_SELECT_ROW_H */
