@@ -141,6 +141,35 @@ M3IDX_DEV void list_add(verify_smem &sm, int32_t b) {
     sm.list[i] = b;
 }
 
+/* Passes over a row's n blocks until none is listed: want(b, pass) says
+ * whether block b needs its terms (and handles a block that does not);
+ * use(b, A, K) takes the terms of each listed one, which `mark' in done
+ * keeps from being listed again (the list holds VERIFY_LIST a pass). */
+template <class Want, class Use>
+M3IDX_DEV void in_passes(verify_smem &sm, const gpu_call &c, int32_t n, uint8_t *done,
+                         uint8_t mark, Want want, Use use) {
+  const int t = threadIdx.x;
+  for (int pass = 0;; pass++) {
+    if (t == 0)
+      sm.list_n = 0;
+    __syncthreads();
+    for (int32_t b = t; b < n; b += VERIFY_THREADS)
+      if (!(done[b] & mark) && want(b, pass))
+        list_add(sm, b);
+    const int got = listed(sm);
+    if (got == 0)
+      break;
+    list_terms(sm, c, got);
+    __syncthreads();
+    if (t < got) {
+      const int32_t b = sm.list[t];
+      use(b, TERM(t, 0), TERM(t, 1));
+      done[b] |= mark;
+    }
+    __syncthreads();
+  }
+}
+
 struct verify_args {
   float *ref;                 /* [pairs, width]: exact scores, pinned here */
   int32_t *ref_ids;           /* [pairs, 16]: their top-k, taken here */
@@ -256,38 +285,27 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
     for (int32_t b = t; tm != NULL && b < n; b += VERIFY_THREADS) /* every block's terms */
       if (!FORCED(b))
         note(b, INTERVAL(rf[b], 0, tm[2 * b], tm[2 * b + 1]), m3idx__verify_rank(cs[b]));
-    for (int pass = 0; tm == NULL; pass++) {
-      if (t == 0)
-        sm.list_n = 0;
-      __syncthreads();
-      for (int32_t b = t; b < n; b += VERIFY_THREADS) {
-        if (FORCED(b))
-          continue;
-        const float x = rf[b];
-        const double s = m3idx__verify_rank(cs[b]);
-        if (m3idx__verify_fixed(x, 0)) {
-          if (pass == 0)
-            note(b, INTERVAL(x, 0, 0.0, 0.0), s);
-          continue;
-        }
-        if (!want_inside || (dn[b] & TIGHT_DONE) || m3idx__verify_near(x, cs[b], c.scale))
-          continue;
-        const m3idx_verify_interval f = m3idx__verify_score_floor(x, 0, amax, c.scale, &o);
-        if (!m3idx__verify_inside(s, &f))
-          list_add(sm, b);
-      }
-      const int got = listed(sm);
-      if (got == 0)
-        break;
-      list_terms(sm, c, got);
-      __syncthreads();
-      if (t < got) {
-        const int32_t b = sm.list[t];
-        note(b, INTERVAL(rf[b], 0, TERM(t, 0), TERM(t, 1)), m3idx__verify_rank(cs[b]));
-        dn[b] |= TIGHT_DONE;
-      }
-      __syncthreads();
-    }
+    if (tm == NULL)
+      in_passes(
+          sm, c, n, dn, TIGHT_DONE,
+          [&](int32_t b, int pass) {
+            const float x = rf[b];
+            const double s = m3idx__verify_rank(cs[b]);
+            if (FORCED(b))
+              return false;
+            if (m3idx__verify_fixed(x, 0)) {
+              if (pass == 0)
+                note(b, INTERVAL(x, 0, 0.0, 0.0), s);
+              return false;
+            }
+            if (!want_inside || m3idx__verify_near(x, cs[b], c.scale))
+              return false;
+            const m3idx_verify_interval f = m3idx__verify_score_floor(x, 0, amax, c.scale, &o);
+            return !m3idx__verify_inside(s, &f);
+          },
+          [&](int32_t b, double a, double k) {
+            note(b, INTERVAL(rf[b], 0, a, k), m3idx__verify_rank(cs[b]));
+          });
   }
   for (int m = 1; m < 32; m <<= 1) { /* the first block outside, and its deviation */
     const int32_t ob = M3IDX_SHFL_XOR(my_bad, m);
@@ -353,33 +371,19 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
         biv = iv;
       }
     };
-    for (int pass = 0;; pass++) {
-      if (t == 0)
-        sm.list_n = 0;
-      __syncthreads();
-      for (int32_t b = t; b < n; b += VERIFY_THREADS) {
-        const float x = rf[b];
-        if (!(m3idx__verify_rank(x) > ahi) || m3idx__verify_taken(sm.cand, count, b))
-          continue;
-        if (m3idx__verify_fixed(x, FORCED(b))) {
+    in_passes(
+        sm, c, n, dn, BEATS_DONE,
+        [&](int32_t b, int pass) {
+          const float x = rf[b];
+          if (!(m3idx__verify_rank(x) > ahi) || m3idx__verify_taken(sm.cand, count, b))
+            return false;
+          if (!m3idx__verify_fixed(x, FORCED(b)))
+            return true;
           if (pass == 0)
             consider(b, INTERVAL(x, FORCED(b), 0.0, 0.0));
-        } else if (!(dn[b] & BEATS_DONE)) {
-          list_add(sm, b);
-        }
-      }
-      const int got = listed(sm);
-      if (got == 0)
-        break;
-      list_terms(sm, c, got);
-      __syncthreads();
-      if (t < got) {
-        const int32_t b = sm.list[t];
-        consider(b, INTERVAL(rf[b], 0, TERM(t, 0), TERM(t, 1)));
-        dn[b] |= BEATS_DONE;
-      }
-      __syncthreads();
-    }
+          return false;
+        },
+        [&](int32_t b, double a, double k) { consider(b, INTERVAL(rf[b], 0, a, k)); });
     for (int m = 1; m < 32; m <<= 1) {
       m3idx_verify_interval o2;
       const int32_t ob = M3IDX_SHFL_XOR(bb, m);
