@@ -27,8 +27,15 @@
 #define TIGHT_DONE 1u           /* done[]: terms taken for the scores */
 #define BEATS_DONE 2u           /* done[]: terms taken for the set check */
 
-struct verify_smem {
+/* A row's integers qi (lib/verify-rules.h), and on NVIDIA the same as
+ * bytes, low and high, four elements a word, for dp4a. */
+struct row_ints_t {
   uint32_t qi[M3IDX_HEAD_DIM];
+  uint32_t lo[M3IDX_HEAD_DIM / 4], hi[M3IDX_HEAD_DIM / 4];
+};
+
+struct verify_smem {
+  row_ints_t q;
   float amax_part[M3IDX_HEAD_DIM];
   int32_t cand[M3IDX_TOPK];
   int32_t list[VERIFY_LIST];
@@ -44,24 +51,63 @@ struct verify_smem {
   float gap;
 };
 
+/* A key's group integers gq = sum qi[d] |halves(d)| and gk = sum
+ * |halves(d)| (codes: its 64 bytes).  NVIDIA: prmt looks the code's
+ * magnitude up in halves, four a word, and dp4a sums the products with
+ * qi's low and high bytes (qi < 2^16, so gq = 256 hi + lo exactly); the
+ * integers are the rule's. */
+M3IDX_DEV void key_group_ints(const row_ints_t &q, const uint32_t *codes, uint32_t *gq,
+                              uint32_t *gk) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  for (int g = 0; g < 4; g++) {
+    uint32_t lo = 0, hi = 0, k = 0;
+    for (int j = 0; j < 8; j++) { /* half-words of 4 codes */
+      const uint32_t w = codes[4 * g + j / 2] >> (16 * (j % 2));
+      const uint32_t m = __byte_perm(0x03020100u, 0x0c080604u, w & 0x7777u);
+      lo = __dp4a(m, q.lo[8 * g + j], lo);
+      hi = __dp4a(m, q.hi[8 * g + j], hi);
+      k = __dp4a(m, 0x01010101u, k);
+    }
+    gq[g] = (hi << 8) + lo;
+    gk[g] = k;
+  }
+#else
+  uint8_t bytes[64];
+  memcpy(bytes, codes, sizeof bytes);
+  for (int g = 0; g < 4; g++) {
+    gq[g] = gk[g] = 0;
+    for (int d = 32 * g; d < 32 * g + 32; d++) {
+      const uint32_t m = (uint32_t)abs(m3idx__e2m1_halves(m3idx__code_at(bytes, d)));
+      gq[g] += q.qi[d] * m;
+      gk[g] += m;
+    }
+  }
+#endif
+}
+
 /* The largest terms of the warp's 32 keys, in every lane: lane l takes
  * key `key' (live: a causal key of the valid page pg) whole, its bytes
- * read 16 at a time, every lane reading the same qi[d] at once; terms
- * start from 0, as m3idx__verify_block_terms's do. */
-M3IDX_DEV void warp_key_terms(const uint32_t *qi, int32_t shift, const uint8_t *pg, int key,
+ * read 16 at a time, every lane reading the same query word at once;
+ * terms start from 0, as m3idx__verify_block_terms's do. */
+M3IDX_DEV void warp_key_terms(const row_ints_t &q, int32_t shift, const uint8_t *pg, int key,
                               int live, double *a_out, double *k_out) {
   double a = 0.0, k = 0.0;
   if (live) {
-    uint8_t codes[64];
+    uint32_t codes[16];
     for (int j = 0; j < 4; j++) {
       const uint4 w = *(const uint4 *)(pg + 64 * key + 16 * j);
-      memcpy(codes + 16 * j, &w, sizeof w);
+      codes[4 * j] = w.x;
+      codes[4 * j + 1] = w.y;
+      codes[4 * j + 2] = w.z;
+      codes[4 * j + 3] = w.w;
     }
     const uint32_t sc = *(const uint32_t *)(pg + M3IDX_PAGE_DATA_BYTES + 4 * key);
     uint8_t scales[4];
     memcpy(scales, &sc, sizeof scales);
+    uint32_t gq[4], gk[4];
+    key_group_ints(q, codes, gq, gk);
     double kt[2];
-    m3idx__verify_key_terms(qi, shift, codes, scales, kt);
+    m3idx__verify_key_combine(gq, gk, shift, scales, kt);
     a = kt[0] > 0.0 ? kt[0] : 0.0;
     k = kt[1] > 0.0 ? kt[1] : 0.0;
   }
@@ -74,18 +120,18 @@ M3IDX_DEV void warp_key_terms(const uint32_t *qi, int32_t shift, const uint8_t *
   *k_out = k;
 }
 
-/* The row's integers qi and shift (lib/verify-rules.h) into qi and the
+/* The row's integers and shift (lib/verify-rules.h) into q and the
  * return value, and its largest magnitude into *amax: thread t < 128
  * takes element t; part is 128 floats of scratch.  Every thread calls. */
-M3IDX_DEV int32_t row_ints(const gpu_call &c, int row, int h, uint32_t *qi, float *part,
+M3IDX_DEV int32_t row_ints(const gpu_call &c, int row, int h, row_ints_t &q, float *part,
                            float *amax) {
   const int t = threadIdx.x;
-  float q = 0.0f;
+  float v = 0.0f;
   if (t < M3IDX_HEAD_DIM) {
     const long long e = ((long long)row * c.num_heads + h) * M3IDX_HEAD_DIM + t;
-    q = c.dtype == M3IDX_DTYPE_BF16 ? m3idx__bf16_value(((const uint16_t *)c.query)[e])
+    v = c.dtype == M3IDX_DTYPE_BF16 ? m3idx__bf16_value(((const uint16_t *)c.query)[e])
                                     : m3idx__e4m3_value(((const uint8_t *)c.query)[e]);
-    part[t] = q != q ? q : fabsf(q);
+    part[t] = v != v ? v : fabsf(v);
   }
   __syncthreads();
   for (int w = M3IDX_HEAD_DIM / 2; w > 0; w /= 2) { /* the row's largest, a NaN kept */
@@ -98,7 +144,17 @@ M3IDX_DEV int32_t row_ints(const gpu_call &c, int row, int h, uint32_t *qi, floa
   *amax = part[0];
   const int32_t shift = m3idx__verify_shift(part[0]);
   if (t < M3IDX_HEAD_DIM)
-    qi[t] = shift == M3IDX_VERIFY_NO_SHIFT ? 0u : m3idx__verify_query_int(q, shift);
+    q.qi[t] = shift == M3IDX_VERIFY_NO_SHIFT ? 0u : m3idx__verify_query_int(v, shift);
+  __syncthreads();
+  if (t < M3IDX_HEAD_DIM / 4) {
+    uint32_t lo = 0, hi = 0;
+    for (int i = 0; i < 4; i++) {
+      lo |= (q.qi[4 * t + i] & 0xffu) << (8 * i);
+      hi |= (q.qi[4 * t + i] >> 8) << (8 * i);
+    }
+    q.lo[t] = lo;
+    q.hi[t] = hi;
+  }
   __syncthreads();
   return shift;
 }
@@ -116,7 +172,7 @@ M3IDX_DEV void list_terms(verify_smem &sm, const gpu_call &c, int got) {
     const int32_t b = sm.list[i];
     const uint8_t *pg = page_of(c, sm.req, b);
     double a, k;
-    warp_key_terms(sm.qi, sm.shift, pg, key,
+    warp_key_terms(sm.q, sm.shift, pg, key,
                    pg != nullptr && key <= sm.pos - b * M3IDX_BLOCK_SIZE, &a, &k);
     if ((threadIdx.x & 31) == 0) {
       atomicMax(&sm.terms[i][0], (unsigned long long)m3idx__double_to_bits(a));
@@ -214,7 +270,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
     return;
   }
   float amax_f;
-  const int32_t shift = row_ints(c, row, h, sm.qi, sm.amax_part, &amax_f);
+  const int32_t shift = row_ints(c, row, h, sm.q, sm.amax_part, &amax_f);
   if (t == 0) {
     sm.shift = shift;
     sm.amax = amax_f;
@@ -268,14 +324,14 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
   /* The candidate's scores: the first block outside its interval, and the
      largest deviation (from every block's terms, computed before). */
   int32_t my_bad = NO_BLOCK;
-  double my_bad_dev = 0.0;
+  double my_bad_dev = 0.0, my_dev = 0.0; /* deviations are >= 0: their bits order them */
   const int want_inside = sm.reason == M3IDX_REASON_NONE;
   const int want_dev = !(o.flags & M3IDX_VERIFY_NO_MAX_DEVIATION);
   if (v.cand_scores != NULL) {
     const float *cs = v.cand_scores + hr * v.cand_stride;
     auto note = [&](int32_t b, const m3idx_verify_interval &iv, double s) {
       const double dev = m3idx__verify_deviation(s, &iv);
-      atomicMax(&sm.dev_bits, (unsigned long long)m3idx__double_to_bits(dev));
+      my_dev = dev > my_dev ? dev : my_dev;
       if (!m3idx__verify_inside(s, &iv) && b < my_bad) {
         my_bad = b;
         my_bad_dev = dev;
@@ -307,17 +363,19 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
             note(b, INTERVAL(rf[b], 0, a, k), m3idx__verify_rank(cs[b]));
           });
   }
-  for (int m = 1; m < 32; m <<= 1) { /* the first block outside, and its deviation */
+  for (int m = 1; m < 32; m <<= 1) { /* the first block outside, its deviation; the largest */
     const int32_t ob = M3IDX_SHFL_XOR(my_bad, m);
-    const double od = M3IDX_SHFL_XOR(my_bad_dev, m);
+    const double od = M3IDX_SHFL_XOR(my_bad_dev, m), om = M3IDX_SHFL_XOR(my_dev, m);
     if (ob < my_bad) {
       my_bad = ob;
       my_bad_dev = od;
     }
+    my_dev = om > my_dev ? om : my_dev;
   }
   if ((t & 31) == 0) {
     sm.best_b[t / 32] = my_bad;
     sm.best_dev[t / 32] = my_bad_dev;
+    atomicMax(&sm.dev_bits, (unsigned long long)m3idx__double_to_bits(my_dev));
   }
   __syncthreads();
   if (t == 0) {
@@ -458,7 +516,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
 
 __global__ void __launch_bounds__(VERIFY_THREADS) all_terms_kernel(const gpu_call c,
                                                                    double *terms) {
-  __shared__ uint32_t qi[M3IDX_HEAD_DIM];
+  __shared__ row_ints_t q;
   __shared__ float part[M3IDX_HEAD_DIM];
   __shared__ unsigned long long best[TERMS_BLOCKS][2];
   __shared__ int32_t n_s, pos_s, req_s;
@@ -477,12 +535,12 @@ __global__ void __launch_bounds__(VERIFY_THREADS) all_terms_kernel(const gpu_cal
   if (blocks <= 0)
     return;
   float amax;
-  const int32_t shift = row_ints(c, row, h, qi, part, &amax);
+  const int32_t shift = row_ints(c, row, h, q, part, &amax);
   for (int it = t; it < blocks * M3IDX_BLOCK_SIZE; it += VERIFY_THREADS) {
     const int i = it / M3IDX_BLOCK_SIZE, key = it % M3IDX_BLOCK_SIZE;
     const uint8_t *pg = page_of(c, req_s, b0 + i);
     double a, k;
-    warp_key_terms(qi, shift, pg, key, pg != nullptr && key <= pos_s - (b0 + i) * M3IDX_BLOCK_SIZE,
+    warp_key_terms(q, shift, pg, key, pg != nullptr && key <= pos_s - (b0 + i) * M3IDX_BLOCK_SIZE,
                    &a, &k);
     if ((t & 31) == 0) {
       atomicMax(&best[i][0], (unsigned long long)m3idx__double_to_bits(a));
