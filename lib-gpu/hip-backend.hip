@@ -40,9 +40,9 @@ struct hip_state {
   size_t stage_bytes;
   void *verify;         /* verification's device buffers (grown, kept) */
   size_t verify_bytes;
-  void *verify_host;    /* its pinned host buffer for the verdicts */
+  void *verify_host;    /* the verdicts' pinned host buffer, which the kernel writes */
+  void *verify_host_dev; /* the same as the device addresses it */
   size_t verify_host_bytes;
-  unsigned verify_epoch; /* tags each verifying call's error word (see run_verify) */
 };
 
 int m3idx_gpu_inject_bad_device = 0;
@@ -485,15 +485,19 @@ static m3idx_status run_bound(hip_state *s, const struct m3idx_call *c, struct m
   return M3IDX_OK;
 }
 
-/* A pinned host buffer of at least `bytes' (grown, kept). */
-static m3idx_status grow_host(void **buf, size_t *have, size_t bytes, struct m3idx_errbuf *err) {
+/* A pinned host buffer of at least `bytes' (grown, kept), and its device
+ * address. */
+static m3idx_status grow_host(void **buf, void **dev, size_t *have, size_t bytes,
+                              struct m3idx_errbuf *err) {
   if (bytes <= *have)
     return M3IDX_OK;
   hipError_t e = *buf ? hipHostFree(*buf) : hipSuccess;
-  *buf = NULL;
+  *buf = *dev = NULL;
   *have = 0;
   if (e == hipSuccess)
     e = hipHostMalloc(buf, bytes, hipHostMallocDefault);
+  if (e == hipSuccess)
+    e = hipHostGetDevicePointer(dev, *buf, 0);
   if (e != hipSuccess) {
     snprintf(err->msg, sizeof err->msg, "%zu bytes of pinned host memory for the verdicts: %s",
              bytes, hipGetErrorString(e));
@@ -503,77 +507,62 @@ static m3idx_status grow_host(void **buf, size_t *have, size_t bytes, struct m3i
   return M3IDX_OK;
 }
 
-/* The verdicts on the device: the scores into scratch, the verdict
- * kernel, then the error word and the rows down in one copy, one wait. */
+/* The verdicts on the device: the scores into scratch, then the verdict
+ * kernel, which writes the rows and the error word as it saw it straight
+ * into pinned host memory; one wait. */
 static m3idx_status run_verify(hip_state *s, const struct m3idx_call *c,
                                struct m3idx_errbuf *err) {
   const size_t pairs = (size_t)c->num_heads * (size_t)c->num_rows;
   const size_t row_bytes = pairs * sizeof(m3idx_verify_row), dev_bytes = pairs * sizeof(double);
-  const size_t down = sizeof(double) + row_bytes + dev_bytes; /* error word, rows, deviations */
+  const size_t err_bytes = (pairs * sizeof(unsigned) + 7) / 8 * 8;
   buffer_plan plan;
-  const size_t o_out = plan.take(down); /* first: the error word stays at offset 0 */
   const size_t o_topk = plan.take(pairs * M3IDX_TOPK * sizeof(int32_t));
   const size_t o_done = plan.take(pairs * (size_t)c->width);
   /* The largest deviation takes every block's terms, in one launch. */
   const int all_terms =
       c->cand_scores != NULL && !(c->verify_opts->flags & M3IDX_VERIFY_NO_MAX_DEVIATION);
   const size_t o_terms = all_terms ? plan.take(pairs * (size_t)c->width * 2 * sizeof(double)) : 0;
-  const size_t had = s->verify_bytes;
   m3idx_status rc = grow(&s->verify, &s->verify_bytes, plan.used, "verification's buffers", err);
   if (rc == M3IDX_OK)
-    rc = grow_host(&s->verify_host, &s->verify_host_bytes, down, err);
+    rc = grow_host(&s->verify_host, &s->verify_host_dev, &s->verify_host_bytes,
+                   dev_bytes + row_bytes + err_bytes, err);
   if (rc != M3IDX_OK)
     return rc;
-  char *d = (char *)s->verify, *out = d + o_out;
-  char *host = (char *)s->verify_host;
-  hipStream_t st = s->stream;
-  hipError_t e;
-  /* The kernel raises the error word to epoch << 32 | bits, so each call
-     needs a higher epoch than any before it, and a new buffer a zero. */
-  if (s->verify_bytes != had || ++s->verify_epoch == 0) {
-    s->verify_epoch = 1;
-    if ((e = hipMemsetAsync(out, 0, sizeof(double), st)) != hipSuccess)
-      return hip_failed(err, "clearing the verdicts' error word", e);
-  }
+  char *d = (char *)s->verify, *host = (char *)s->verify_host;
+  char *hd = (char *)s->verify_host_dev; /* deviations, rows, error words */
   struct m3idx_call dc = *c; /* the scores; the verdict kernel pins and selects */
   dc.stage = M3IDX_STAGE_SCORE;
   dc.scores = s->d_scores;
   dc.score_stride = c->width;
-  dc.topk = (int32_t *)(d + o_topk);
   gpu_call g;
   device_call(&dc, s, &g);
   rc = launch(s, &dc, g, dc.work_map_in, NULL, NULL, NULL, err);
   if (rc != M3IDX_OK)
     return rc;
-  if ((e = m3idx_gpu_verify_rows(&g, s->d_scores, dc.topk, c->candidate, c->cand_scores,
-                                 c->cand_stride, c->verify_opts,
-                                 (m3idx_verify_row *)(out + sizeof(double)),
-                                 (double *)(out + sizeof(double) + row_bytes),
-                                 (unsigned long long *)out, s->verify_epoch,
-                                 (uint8_t *)(d + o_done),
-                                 all_terms ? (double *)(d + o_terms) : NULL, st)) == hipSuccess &&
-      (e = hipMemcpyAsync(host, out, down, hipMemcpyDeviceToHost, st)) == hipSuccess)
-    e = hipStreamSynchronize(st);
+  hipError_t e = m3idx_gpu_verify_rows(
+      &g, s->d_scores, (int32_t *)(d + o_topk), c->candidate, c->cand_scores, c->cand_stride,
+      c->verify_opts, (m3idx_verify_row *)(hd + dev_bytes), (double *)hd,
+      (unsigned *)(hd + dev_bytes + row_bytes), (uint8_t *)(d + o_done),
+      all_terms ? (double *)(d + o_terms) : NULL, s->stream);
+  if (e == hipSuccess)
+    e = hipStreamSynchronize(s->stream);
   if (e != hipSuccess)
     return hip_failed(err, "verifying on the device", e);
-  unsigned long long word;
-  memcpy(&word, host, sizeof word);
-  if (word >> 32 != s->verify_epoch) {
-    snprintf(err->msg, sizeof err->msg, "the verdict kernel left no error word for call %u",
-             s->verify_epoch);
-    return M3IDX_ERR_DEVICE;
+  unsigned bits = 0, seen;
+  for (size_t i = 0; i < pairs; i++) {
+    memcpy(&seen, host + dev_bytes + row_bytes + i * sizeof seen, sizeof seen);
+    bits |= seen;
   }
-  const unsigned bits = (unsigned)word;
   if (bits != 0) {
     rc = error_bits(bits, err);
-    if (hipMemsetAsync(s->d_err, 0, sizeof(unsigned), st) != hipSuccess ||
-        hipStreamSynchronize(st) != hipSuccess)
+    if (hipMemsetAsync(s->d_err, 0, sizeof(unsigned), s->stream) != hipSuccess ||
+        hipStreamSynchronize(s->stream) != hipSuccess)
       snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
                " (and clearing the device error word failed)");
     return rc;
   }
-  memcpy(c->verify_rows, host + sizeof(double), row_bytes);
-  memcpy(c->verify_dev, host + sizeof(double) + row_bytes, dev_bytes);
+  memcpy(c->verify_dev, host, dev_bytes);
+  memcpy(c->verify_rows, host + dev_bytes, row_bytes);
   return M3IDX_OK;
 }
 

@@ -34,6 +34,7 @@ typedef cudaFuncAttributes hipFuncAttributes;
 #define hipHostMalloc(ptr, bytes, flags) cudaMallocHost((ptr), (bytes))
 #define hipHostMallocDefault 0
 #define hipHostFree cudaFreeHost
+#define hipHostGetDevicePointer cudaHostGetDevicePointer
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemsetAsync cudaMemsetAsync
 #define hipStreamSynchronize cudaStreamSynchronize

@@ -125,20 +125,18 @@ hipError_t m3idx_gpu_bound_terms(const struct gpu_call *c, const int32_t *items,
 
 /* Verification's verdicts (verify-rows.hip), after the scoring kernel
  * left the exact scores in ref [pairs, width] (c->scores, pinned there)
- * and with room for their top-k in ref_ids [pairs, 16]:
- * rows and row_dev [pairs] receive each row's verdict and largest
- * deviation, *err_out the device error word's bits above epoch << 32
- * (a value no earlier call left: it is raised with atomicMax, not
- * cleared); done [pairs, width] is the kernel's scratch; terms (or NULL)
- * [pairs, width, 2] receives every block's terms first, for the largest
- * deviation with candidate scores. */
+ * and with room for their top-k in ref_ids [pairs, 16]: rows, row_dev
+ * and err_seen [pairs] (memory the device writes, the host's pinned
+ * memory included) receive each row's verdict, largest deviation and the
+ * device error word as its block saw it at its end (their OR holds every
+ * bit the call's kernels set); done [pairs, width] is the kernel's
+ * scratch; terms (or NULL) [pairs, width, 2] receives every block's terms
+ * first, for the largest deviation with candidate scores. */
 hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, float *ref, int32_t *ref_ids,
-                                 const int32_t *cand,
-                                 const float *cand_scores, long long cand_stride,
-                                 const m3idx_verify_options *o, m3idx_verify_row *rows,
-                                 double *row_dev, unsigned long long *err_out,
-                                 unsigned epoch, uint8_t *done, double *terms,
-                                 hipStream_t s);
+                                 const int32_t *cand, const float *cand_scores,
+                                 long long cand_stride, const m3idx_verify_options *o,
+                                 m3idx_verify_row *rows, double *row_dev, unsigned *err_seen,
+                                 uint8_t *done, double *terms, hipStream_t s);
 
 /* Tests only (devtools inject_device_failure): the device calls switch to
  * a device ordinal that does not exist. */

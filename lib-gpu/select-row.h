@@ -67,18 +67,18 @@ M3IDX_DEV void choose_digit(select_smem &sm, unsigned want) {
   __syncthreads();
 }
 
-/* Pin and/or select one (row, head) pair's scores: every one of the
- * SELECT_THREADS threads of the block calls. */
-M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int row, int h,
+/* The row's causal block count, or -1 (reported) for bad lengths. */
+M3IDX_DEV int row_blocks(const gpu_call &c, int row, int *pos, int *req) {
+  *pos = row_position(c, row, req);
+  return *pos < 0 ? -1 : *pos / 128 + 1;
+}
+
+/* Pin and/or select one (row, head) pair's n scores (n from row_blocks;
+ * -1: nothing): every one of the SELECT_THREADS threads of the block
+ * calls. */
+M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, int h,
                           const float *scores_in, int pin, int write_pinned, int32_t *topk) {
   const int t = threadIdx.x;
-  if (t == 0) {
-    int r;
-    int pos = row_position(c, row, &r);
-    sm.n = pos < 0 ? -1 : pos / 128 + 1;
-  }
-  __syncthreads();
-  const int n = sm.n;
   if (n < 0)
     return; /* bad lengths: reported, nothing written */
   const long long off = ((long long)h * c.num_rows + row) * c.stride;

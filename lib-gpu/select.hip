@@ -9,7 +9,12 @@
 __global__ void __launch_bounds__(SELECT_THREADS)
 pin_topk_kernel(gpu_call c, const float *scores_in, int pin, int write_pinned, int32_t *topk) {
   __shared__ select_smem sm;
-  select_row(sm, c, blockIdx.x, blockIdx.y, scores_in, pin, write_pinned, topk);
+  if (threadIdx.x == 0) {
+    int pos, req;
+    sm.n = row_blocks(c, blockIdx.x, &pos, &req);
+  }
+  __syncthreads();
+  select_row(sm, c, sm.n, blockIdx.x, blockIdx.y, scores_in, pin, write_pinned, topk);
 }
 
 hipError_t m3idx_gpu_pin_topk(const struct gpu_call *c, const float *scores_in, int pin,

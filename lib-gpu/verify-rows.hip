@@ -120,19 +120,26 @@ M3IDX_DEV void warp_key_terms(const row_ints_t &q, int32_t shift, const uint8_t 
   *k_out = k;
 }
 
-/* The row's integers and shift (lib/verify-rules.h) into q and the
- * return value, and its largest magnitude into *amax: thread t < 128
- * takes element t; part is 128 floats of scratch.  Every thread calls. */
-M3IDX_DEV int32_t row_ints(const gpu_call &c, int row, int h, row_ints_t &q, float *part,
-                           float *amax) {
+/* Element threadIdx.x (< 128) of the pair's query row, its magnitude
+ * (a NaN kept) into part[threadIdx.x]; 0 for the other threads. */
+M3IDX_DEV float query_element(const gpu_call &c, int row, int h, float *part) {
   const int t = threadIdx.x;
-  float v = 0.0f;
-  if (t < M3IDX_HEAD_DIM) {
-    const long long e = ((long long)row * c.num_heads + h) * M3IDX_HEAD_DIM + t;
-    v = c.dtype == M3IDX_DTYPE_BF16 ? m3idx__bf16_value(((const uint16_t *)c.query)[e])
-                                    : m3idx__e4m3_value(((const uint8_t *)c.query)[e]);
-    part[t] = v != v ? v : fabsf(v);
-  }
+  if (t >= M3IDX_HEAD_DIM)
+    return 0.0f;
+  const long long e = ((long long)row * c.num_heads + h) * M3IDX_HEAD_DIM + t;
+  const float v = c.dtype == M3IDX_DTYPE_BF16
+                      ? m3idx__bf16_value(((const uint16_t *)c.query)[e])
+                      : m3idx__e4m3_value(((const uint8_t *)c.query)[e]);
+  part[t] = v != v ? v : fabsf(v);
+  return v;
+}
+
+/* The row's integers and shift (lib/verify-rules.h) into q and the
+ * return value, and its largest magnitude into *amax, from each thread's
+ * query_element v and the magnitudes in part (folded here).  Every
+ * thread calls. */
+M3IDX_DEV int32_t row_ints(float v, row_ints_t &q, float *part, float *amax) {
+  const int t = threadIdx.x;
   __syncthreads();
   for (int w = M3IDX_HEAD_DIM / 2; w > 0; w /= 2) { /* the row's largest, a NaN kept */
     if (t < w) {
@@ -235,9 +242,7 @@ struct verify_args {
   const double *terms;        /* [pairs, width, 2]: every block's, or NULL */
   m3idx_verify_row *rows;     /* [pairs] */
   double *row_dev;            /* [pairs]: the row's largest deviation */
-  unsigned long long *err_out; /* the error word as every block saw it at its end,
-                                  above the call's epoch (no zeroing needed) */
-  unsigned long long epoch;
+  unsigned *err_seen;         /* [pairs]: the error word as each block saw it at its end */
   uint8_t *done;              /* [pairs, width] */
 };
 
@@ -247,14 +252,9 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
   __shared__ select_smem ssm;
   const int row = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
   const long long hr = (long long)h * c.num_rows + row;
-  select_row(ssm, c, row, h, v.ref, 1, 1, v.ref_ids); /* m3idx's own top-k, pinned scores */
-  __syncthreads();
+  /* Every read that depends on nothing at once: lengths, ids, query. */
   if (t == 0) {
-    int r = 0;
-    const int pos = row_position(c, row, &r);
-    sm.n = pos < 0 ? -1 : pos / M3IDX_BLOCK_SIZE + 1;
-    sm.pos = pos;
-    sm.req = r;
+    sm.n = row_blocks(c, row, &sm.pos, &sm.req);
     sm.dev_bits = 0;
     sm.missing = NO_BLOCK;
     sm.first_slot = NO_BLOCK;
@@ -262,15 +262,18 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
   }
   if (t < M3IDX_TOPK)
     sm.cand[t] = v.cand[hr * M3IDX_TOPK + t];
+  const float qv = query_element(c, row, h, sm.amax_part);
+  __syncthreads();
+  select_row(ssm, c, sm.n, row, h, v.ref, 1, 1, v.ref_ids); /* m3idx's top-k, pinned scores */
   __syncthreads();
   const int32_t n = sm.n;
   if (n < 0) { /* bad lengths: reported, nothing written */
     if (t == 0)
-      atomicMax(v.err_out, v.epoch << 32 | atomicOr(c.err, 0u));
+      v.err_seen[hr] = atomicOr(c.err, 0u);
     return;
   }
   float amax_f;
-  const int32_t shift = row_ints(c, row, h, sm.q, sm.amax_part, &amax_f);
+  const int32_t shift = row_ints(qv, sm.q, sm.amax_part, &amax_f);
   if (t == 0) {
     sm.shift = shift;
     sm.amax = amax_f;
@@ -507,7 +510,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS)
      reads with the rows, so that one copy brings both. */
   __syncthreads();
   if (t == 0)
-    atomicMax(v.err_out, v.epoch << 32 | atomicOr(c.err, 0u));
+    v.err_seen[hr] = atomicOr(c.err, 0u);
 }
 
 /* Every block's terms, for the largest deviation: a launch block
@@ -535,7 +538,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS) all_terms_kernel(const gpu_cal
   if (blocks <= 0)
     return;
   float amax;
-  const int32_t shift = row_ints(c, row, h, q, part, &amax);
+  const int32_t shift = row_ints(query_element(c, row, h, part), q, part, &amax);
   for (int it = t; it < blocks * M3IDX_BLOCK_SIZE; it += VERIFY_THREADS) {
     const int i = it / M3IDX_BLOCK_SIZE, key = it % M3IDX_BLOCK_SIZE;
     const uint8_t *pg = page_of(c, req_s, b0 + i);
@@ -553,12 +556,10 @@ __global__ void __launch_bounds__(VERIFY_THREADS) all_terms_kernel(const gpu_cal
 }
 
 hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, float *ref, int32_t *ref_ids,
-                                 const int32_t *cand,
-                                 const float *cand_scores, long long cand_stride,
-                                 const m3idx_verify_options *o, m3idx_verify_row *rows,
-                                 double *row_dev, unsigned long long *err_out,
-                                 unsigned epoch, uint8_t *done, double *terms,
-                                 hipStream_t s) {
+                                 const int32_t *cand, const float *cand_scores,
+                                 long long cand_stride, const m3idx_verify_options *o,
+                                 m3idx_verify_row *rows, double *row_dev, unsigned *err_seen,
+                                 uint8_t *done, double *terms, hipStream_t s) {
   if (c->num_rows == 0 || c->num_heads == 0)
     return hipSuccess;
   if (terms != NULL) {
@@ -571,7 +572,7 @@ hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, float *ref, int32_t *
       return e;
   }
   const verify_args v = {ref, ref_ids, cand, cand_scores, cand_stride, terms, rows, row_dev,
-                         err_out, epoch, done};
+                         err_seen, done};
   hipLaunchKernelGGL(verify_rows_kernel, dim3(c->num_rows, c->num_heads),
                      dim3(VERIFY_THREADS), 0, s, *c, v, *o);
   return hipGetLastError();
