@@ -273,6 +273,10 @@ typedef struct m3idx_verify_options {
   double tolerance_rel;         /* extra bound: this fraction of |score| */
   double tolerance_ulps;        /* extra bound: this many fp32 ulps of the score */
   uint32_t flags;               /* M3IDX_VERIFY_* */
+  /* Decode: the batch's work map, as the fused call takes it (NULL: the
+     call builds its own); a prefill batch takes none. */
+  const int32_t *work_map;
+  int32_t work_map_capacity;
 } m3idx_verify_options;
 
 /* Verdicts only: summary->max_score_deviation is not computed (NaN), which

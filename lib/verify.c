@@ -31,11 +31,12 @@ void m3idx_verify_options_init(m3idx_verify_options *opts) {
   opts->query_rounding = M3IDX_QUERY_ROUNDING_NONE;
 }
 
+/* The options, and the work map they may carry into c. */
 static m3idx_status check_options(m3idx_context *ctx, const m3idx_verify_options *user,
-                                  m3idx_verify_options *o) {
+                                  m3idx_verify_options *o, struct m3idx_call *c) {
   m3idx_verify_options_init(o);
   if (user == NULL)
-    return M3IDX_OK;
+    return m3idx__check_work_map(ctx, NULL, 0, 0, c);
   if (user->size != sizeof *user)
     return m3idx__fail(ctx, M3IDX_ERR_OPTIONS,
                        "opts->size is %zu, not sizeof(m3idx_verify_options) %zu: call "
@@ -61,7 +62,10 @@ static m3idx_status check_options(m3idx_context *ctx, const m3idx_verify_options
     return m3idx__fail(ctx, M3IDX_ERR_INVALID_ARGUMENT,
                        "opts->flags is 0x%x, not a combination of M3IDX_VERIFY_NO_MAX_DEVIATION",
                        (unsigned)o->flags);
-  return M3IDX_OK;
+  if (o->work_map != NULL && c->mode != M3IDX_MODE_DECODE)
+    return m3idx__fail(ctx, M3IDX_ERR_INVALID_ARGUMENT,
+                       "opts->work_map is for decode batches: a prefill batch takes none");
+  return m3idx__check_work_map(ctx, o->work_map, o->work_map_capacity, 0, c);
 }
 
 typedef struct m3idx_verify_interval interval;
@@ -413,9 +417,10 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
   if (st == M3IDX_OK)
     st = m3idx__check_scores(ctx, candidate_scores, score_stride, 1, &c);
   if (st == M3IDX_OK)
-    st = check_options(ctx, opts, &o);
+    st = check_options(ctx, opts, &o, &c);
   if (st != M3IDX_OK)
     return st;
+  c.work_map_in = o.work_map;
   const int64_t pairs = (int64_t)c.num_heads * c.num_rows, width = c.width;
   if (pairs == 0) {
     if (summary)

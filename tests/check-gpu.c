@@ -289,9 +289,16 @@ static void verify_hip_vs_cpu(struct test_case *tc, const m3idx_verify_options *
   struct dbuf cand, cand_s;
   dbuf_make(&cand, ids, sizeof(int32_t) * 16 * (size_t)pairs);
   dbuf_make(&cand_s, scores, sizeof(float) * (size_t)(pairs * w));
+  /* Decode: with the fused call's work map, built on the device. */
+  m3idx_verify_options od = *o;
+  if (tc->batch.mode == M3IDX_MODE_DECODE) {
+    ck_assert_int_eq(m3idx_work_map_build(g, &d.batch, d.map.p, d.cap), M3IDX_OK);
+    od.work_map = d.map.p;
+    od.work_map_capacity = d.cap;
+  }
   ck_assert_msg(m3idx_verify_topk(g, &d.batch, &d.query_d, &d.kcache, tc->init_blocks,
-                                  tc->local_blocks, cand.p, cs ? cand_s.p : NULL, w, o, rows[2],
-                                  &sum[2]) ==
+                                  tc->local_blocks, cand.p, cs ? cand_s.p : NULL, w, &od,
+                                  rows[2], &sum[2]) ==
                     M3IDX_OK, "hip, device pointers: %s", m3idx_last_error(g));
   for (int k = 1; k < 3; k++) {
     const int same_max = sum[k].max_score_deviation == sum[0].max_score_deviation ||

@@ -769,6 +769,62 @@ START_TEST(near_rule_is_inside) {
 }
 END_TEST
 
+/* The fused call's work map, given in the options: the same verdicts as
+ * without one (the call builds its own); a map built for other lengths,
+ * one too small, or one given to a prefill batch is refused, the rows
+ * and summary untouched. */
+START_TEST(work_map_given) {
+  for (int i = 0; i < 2; i++) {
+    struct run x;
+    run_open(&x, make_case(i, FLAVOR_TIES, M3IDX_DTYPE_BF16));
+    exact_candidate(&x);
+    const struct test_case *tc = x.tc;
+    const int64_t pairs = (int64_t)tc->batch.num_heads * tc->batch.num_rows;
+    for (int64_t k = 0; k < pairs * x.width; k++) /* a near candidate */
+      if (x.scores[k] == x.scores[k] && fabsf(x.scores[k]) < 1e29f)
+        x.scores[k] = nextafterf(x.scores[k], k % 3 ? INFINITY : -INFINITY);
+    ids_of_scores(&x);
+    ck_assert_int_eq(verify(&x, 1, NULL), M3IDX_OK);
+    m3idx_verify_row *without = malloc(sizeof *without * (size_t)pairs);
+    memcpy(without, x.rows, sizeof *without * (size_t)pairs);
+    const m3idx_verify_summary sum_without = x.sum;
+    m3idx_verify_options o;
+    m3idx_verify_options_init(&o);
+    int32_t cap = 0;
+    ck_assert_int_eq(m3idx_work_map_capacity(tc->batch.num_reqs, tc->batch.max_seq_len,
+                                             tc->batch.query_len > 0 ? tc->batch.query_len : 1,
+                                             tc->batch.num_heads, &cap), M3IDX_OK);
+    int32_t *map = malloc(sizeof(int32_t) * 2 * (size_t)cap);
+    o.work_map = map;
+    o.work_map_capacity = cap;
+    if (tc->batch.mode == M3IDX_MODE_DECODE) {
+      ck_assert_int_eq(m3idx_work_map_build(x.ctx, &tc->batch, map, cap), M3IDX_OK);
+      ck_assert_int_eq(verify(&x, 1, &o), M3IDX_OK);
+      ck_assert_int_eq(memcmp(x.rows, without, sizeof *without * (size_t)pairs), 0);
+      ck_assert_int_eq(x.sum.exact, sum_without.exact);
+      ck_assert_int_eq(x.sum.equivalent, sum_without.equivalent);
+      ck_assert(x.sum.max_score_deviation == sum_without.max_score_deviation);
+      map[0] = map[0] == 0 ? 1 : 0; /* built for other lengths */
+      memset(x.rows, 0x5a, sizeof *x.rows * (size_t)pairs);
+      ck_assert_int_eq(verify(&x, 1, &o), M3IDX_ERR_WORK_MAP);
+      ck_assert(strstr(m3idx_last_error(x.ctx), "work_map entry 0"));
+      o.work_map_capacity = 1;
+      ck_assert_int_eq(verify(&x, 1, &o), M3IDX_ERR_WORK_MAP);
+      ck_assert(strstr(m3idx_last_error(x.ctx), "work_map_capacity"));
+    } else {
+      memset(x.rows, 0x5a, sizeof *x.rows * (size_t)pairs);
+      ck_assert_int_eq(verify(&x, 1, &o), M3IDX_ERR_INVALID_ARGUMENT);
+      ck_assert(strstr(m3idx_last_error(x.ctx), "opts->work_map"));
+    }
+    for (size_t k = 0; k < sizeof *x.rows * (size_t)pairs; k++)
+      ck_assert_int_eq(((unsigned char *)x.rows)[k], 0x5a);
+    free(map);
+    free(without);
+    run_close(&x);
+  }
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   struct run x;
   run_open(&x, make_case(0, FLAVOR_PLAIN, M3IDX_DTYPE_BF16));
@@ -814,6 +870,7 @@ int main(void) {
   tcase_add_test(tc, verdicts_only);
   tcase_add_test(tc, score_stride_past_the_width);
   tcase_add_test(tc, near_rule_is_inside);
+  tcase_add_test(tc, work_map_given);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
   return run_suite(s);

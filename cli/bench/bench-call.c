@@ -17,6 +17,8 @@ m3idx_status bench_call_once(const struct bench_call *c, enum bench_mode mode) {
     m3idx_verify_options o;
     m3idx_verify_options_init(&o);
     o.flags = mode == BENCH_VERIFY_MAX_DEV ? 0 : M3IDX_VERIFY_NO_MAX_DEVIATION;
+    o.work_map = c->stage == BENCH_DECODE ? c->map : NULL; /* the fused call's inputs */
+    o.work_map_capacity = c->cap;
     return m3idx_verify_topk(c->ctx, &c->batch, &c->q, &c->k, 0, 1, c->cand,
                              mode == BENCH_VERIFY_IDS ? NULL : c->cand_scores, c->stride, &o,
                              NULL, c->summary);

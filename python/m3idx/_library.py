@@ -93,7 +93,8 @@ class Query(ctypes.Structure):
 class VerifyOptions(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("order", ctypes.c_int),
                 ("query_rounding", ctypes.c_int), ("tolerance_rel", ctypes.c_double),
-                ("tolerance_ulps", ctypes.c_double), ("flags", ctypes.c_uint32)]
+                ("tolerance_ulps", ctypes.c_double), ("flags", ctypes.c_uint32),
+                ("work_map", ctypes.c_void_p), ("work_map_capacity", ctypes.c_int32)]
 
 
 class VerifyRow(ctypes.Structure):
