@@ -340,7 +340,7 @@ END_TEST
  * at every scale byte, exact where fp32 overflows (byte 254 x 6 is
  * 1.5 * 2^129); m3idx_page_decode agrees wherever fp32 holds the value. */
 START_TEST(page_decode_exact) {
-  static const double e2m1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
+  static const double e2m1_value[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
   uint8_t page[M3IDX_PAGE_BYTES];
   double got[M3IDX_HEAD_DIM];
   float got32[M3IDX_HEAD_DIM];
@@ -357,7 +357,7 @@ START_TEST(page_decode_exact) {
       ck_assert_int_eq(m3idx_page_decode_f64(page, slot, got), M3IDX_OK);
       ck_assert_int_eq(m3idx_page_decode(page, slot, got32), M3IDX_OK);
       for (int d = 0; d < M3IDX_HEAD_DIM; d++) {
-        double want = byte == 255 ? NAN : ldexp(e2m1[d % 16], byte - 127);
+        double want = byte == 255 ? NAN : ldexp(e2m1_value[d % 16], byte - 127);
         if (byte == 255) {
           ck_assert_msg(isnan(got[d]), "byte 255 d %d: %g", d, got[d]);
           continue;
