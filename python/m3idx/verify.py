@@ -10,6 +10,7 @@ from . import _describe as D
 from ._arrays import adapt, expect_shape
 from ._contexts import backend_for, context
 from ._library import TOPK, VerifyOptions, VerifyRow, VerifySummary, check, lib
+from .indexer import _work_map
 from .stages import _rows_batch
 
 __all__ = ["verify_topk", "VerifyReport", "REASONS", "VERDICTS"]
@@ -77,7 +78,8 @@ class VerifyReport:
 def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, max_seq_len,
                 scale, query_len=None, cu_seqlens_q=None, context_lens=None, init_blocks=0,
                 local_blocks=1, candidate_scores=None, order="desc", query_rounding="none",
-                tolerance_ulps=0.0, tolerance_rel=0.0, max_deviation=True, backend=None):
+                tolerance_ulps=0.0, tolerance_rel=0.0, max_deviation=True, work_map=None,
+                backend=None):
     """Judge candidate [H, rows, 16] (request-relative block ids) for the
     call the other arguments describe: decode rows with query_len, prefill
     rows with cu_seqlens_q and context_lens (as topk_from_scores).
@@ -87,7 +89,8 @@ def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, m
     candidate rounded the query first); tolerances on top of the bound;
     max_deviation=False leaves max_score_deviation NaN (verdicts only,
     which spares the bound's terms of blocks no verdict depends on).
-    backend as the indexer calls: host arrays run on the CPU reference,
+    work_map (decode): the batch's map from work_map(), as the fused call
+    takes it; None builds one.  backend as the indexer calls: host arrays run on the CPU reference,
     CUDA/HIP tensors on the GPU backend where they are (no copy; the
     verdicts are the same bits).  Returns a VerifyReport; raises
     TypeError/ValueError for bad arguments and m3idx.Error when the
@@ -119,9 +122,12 @@ def verify_topk(index_query, index_pages, block_table, seq_lens, candidate, *, m
     if not isinstance(max_deviation, (bool, np.bool_)):
         raise TypeError("max_deviation is %r, not True or False" % (max_deviation,))
     opts.flags = 0 if max_deviation else _NO_MAX_DEVIATION
+    wm, cap = _work_map(work_map)
+    if wm is not None:
+        opts.work_map, opts.work_map_capacity = wm.ptr, cap
     ib = D.integer(init_blocks, "init_blocks")
     lb = D.integer(local_blocks, "local_blocks")
-    device = D.device_of(q, pages, bt, sl, cu, cl, cand, cs)
+    device = D.device_of(q, pages, bt, sl, cu, cl, cand, cs, wm)
     out = (VerifyRow * max(heads * rows, 1))()
     summary = VerifySummary()
     ctx = context(backend_for(backend, device), device, batch)

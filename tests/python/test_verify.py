@@ -116,6 +116,20 @@ def test_assertion_message_names_the_proof():
     assert "wrong on 1 of 1" in msg and "left out, beats block" in msg, msg
 
 
+def test_work_map_as_the_fused_call_takes_it():
+    case = make_case(45, "decode", heads=2, query_len=2)
+    topk, scores, _ = _topk_and_scores(case)
+    blocks = -(-case["max_seq_len"] // 128)
+    wm = m3idx.work_map(case["seq"], blocks, 2, case["heads"])
+    with_map = _verify(case, topk, scores, work_map=wm)
+    without = _verify(case, topk, scores)
+    assert (with_map.exact, with_map.wrong) == (without.exact, without.wrong) == (without.rows, 0)
+    assert (with_map.verdicts == without.verdicts).all()
+    wm[0, 0] = 1 - wm[0, 0]  # built for other lengths
+    with pytest.raises(m3idx.Error, match="work_map entry 0"):
+        _verify(case, topk, scores, work_map=wm)
+
+
 def test_bad_arguments():
     case = make_case(44, "decode", heads=1, query_len=1)
     topk, _, _ = _topk_and_scores(case)
