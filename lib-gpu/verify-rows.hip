@@ -28,7 +28,7 @@
 #define BEATS_DONE 2u           /* done[]: terms taken for the set check */
 
 /* A row's integers qi (lib/verify-rules.h), and on NVIDIA the same as
- * bytes, low and high, four elements a word, for dp4a. */
+ * bytes, low and high, four elements a word, for dp4a (key_group_ints). */
 struct row_ints_t {
   uint32_t qi[M3IDX_HEAD_DIM];
   uint32_t lo[M3IDX_HEAD_DIM / 4], hi[M3IDX_HEAD_DIM / 4];
@@ -51,14 +51,14 @@ struct verify_smem {
   float gap;
 };
 
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 /* A key's group integers gq = sum qi[d] |halves(d)| and gk = sum
- * |halves(d)| (codes: its 64 bytes).  NVIDIA: prmt looks the code's
- * magnitude up in halves, four a word, and dp4a sums the products with
- * qi's low and high bytes (qi < 2^16, so gq = 256 hi + lo exactly); the
- * integers are the rule's. */
+ * |halves(d)| (codes: its 64 bytes): prmt looks the code's magnitude up
+ * in halves, four a word, and dp4a sums the products with qi's low and
+ * high bytes (qi < 2^16, so gq = 256 hi + lo exactly); the integers are
+ * m3idx__verify_key_terms's. */
 M3IDX_DEV void key_group_ints(const row_ints_t &q, const uint32_t *codes, uint32_t *gq,
                               uint32_t *gk) {
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   for (int g = 0; g < 4; g++) {
     uint32_t lo = 0, hi = 0, k = 0;
     for (int j = 0; j < 8; j++) { /* half-words of 4 codes */
@@ -71,19 +71,8 @@ M3IDX_DEV void key_group_ints(const row_ints_t &q, const uint32_t *codes, uint32
     gq[g] = (hi << 8) + lo;
     gk[g] = k;
   }
-#else
-  uint8_t bytes[64];
-  memcpy(bytes, codes, sizeof bytes);
-  for (int g = 0; g < 4; g++) {
-    gq[g] = gk[g] = 0;
-    for (int d = 32 * g; d < 32 * g + 32; d++) {
-      const uint32_t m = (uint32_t)abs(m3idx__e2m1_halves(m3idx__code_at(bytes, d)));
-      gq[g] += q.qi[d] * m;
-      gk[g] += m;
-    }
-  }
-#endif
 }
+#endif
 
 /* The largest terms of the warp's 32 keys, in every lane: lane l takes
  * key `key' (live: a causal key of the valid page pg) whole, its bytes
@@ -104,10 +93,16 @@ M3IDX_DEV void warp_key_terms(const row_ints_t &q, int32_t shift, const uint8_t 
     const uint32_t sc = *(const uint32_t *)(pg + M3IDX_PAGE_DATA_BYTES + 4 * key);
     uint8_t scales[4];
     memcpy(scales, &sc, sizeof scales);
+    double kt[2];
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
     uint32_t gq[4], gk[4];
     key_group_ints(q, codes, gq, gk);
-    double kt[2];
     m3idx__verify_key_combine(gq, gk, shift, scales, kt);
+#else
+    uint8_t bytes[64];
+    memcpy(bytes, codes, sizeof bytes);
+    m3idx__verify_key_terms(q.qi, shift, bytes, scales, kt); /* the rule itself */
+#endif
     a = kt[0] > 0.0 ? kt[0] : 0.0;
     k = kt[1] > 0.0 ? kt[1] : 0.0;
   }
@@ -153,6 +148,7 @@ M3IDX_DEV int32_t row_ints(float v, row_ints_t &q, float *part, float *amax) {
   if (t < M3IDX_HEAD_DIM)
     q.qi[t] = shift == M3IDX_VERIFY_NO_SHIFT ? 0u : m3idx__verify_query_int(v, shift);
   __syncthreads();
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   if (t < M3IDX_HEAD_DIM / 4) {
     uint32_t lo = 0, hi = 0;
     for (int i = 0; i < 4; i++) {
@@ -163,6 +159,7 @@ M3IDX_DEV int32_t row_ints(float v, row_ints_t &q, float *part, float *amax) {
     q.hi[t] = hi;
   }
   __syncthreads();
+#endif
   return shift;
 }
 
@@ -525,12 +522,8 @@ __global__ void __launch_bounds__(VERIFY_THREADS) all_terms_kernel(const gpu_cal
   __shared__ int32_t n_s, pos_s, req_s;
   const long long hr = blockIdx.x;
   const int h = (int)(hr / c.num_rows), row = (int)(hr % c.num_rows), t = threadIdx.x;
-  if (t == 0) {
-    int r = 0;
-    pos_s = row_position(c, row, &r);
-    n_s = pos_s < 0 ? -1 : pos_s / M3IDX_BLOCK_SIZE + 1;
-    req_s = r;
-  }
+  if (t == 0)
+    n_s = row_blocks(c, row, &pos_s, &req_s);
   if (t < 2 * TERMS_BLOCKS)
     best[t / 2][t % 2] = 0;
   __syncthreads();
