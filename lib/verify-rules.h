@@ -130,10 +130,24 @@ M3IDX_RULE int32_t m3idx__verify_row_ints(const float *q, uint32_t *qi) {
   return s;
 }
 
-/* A key's A and K (terms[0], terms[1]) from its groups' integers gq[g] =
- * sum qi[d] |halves(d)| and gk[g] = sum |halves(d)| (each below 2^24),
- * added in group order; a key with a NaN scale gives -1, -1 (below every
- * real term). */
+/* Group g's share of a key's A and K, from its integers gq = sum qi[d]
+ * |halves(d)| and gk = sum |halves(d)| (each below 2^24, so each product
+ * is exact in fp64): the groups add in group order. */
+M3IDX_RULE void m3idx__verify_group_add(uint32_t gq, uint32_t gk, int g, int32_t s,
+                                        const uint8_t *scales, double *a, double *k) {
+  *a += (double)gq * m3idx__verify_pow2((int32_t)scales[g] - 128 - s);
+  *k += (double)gk * m3idx__verify_pow2((int32_t)scales[g] - 128);
+}
+
+/* A key's A and K (terms[0], terms[1]) once its groups are added: A is
+ * +inf for a row with an inf or NaN element. */
+M3IDX_RULE void m3idx__verify_key_set(int32_t s, double a, double k, double *terms) {
+  terms[0] = s == M3IDX_VERIFY_NO_SHIFT ? INFINITY : a;
+  terms[1] = k;
+}
+
+/* A key's A and K from its groups' integers gq[g], gk[g]; a key with a
+ * NaN scale gives -1, -1 (below every real term). */
 M3IDX_RULE void m3idx__verify_key_combine(const uint32_t *gq, const uint32_t *gk, int32_t s,
                                           const uint8_t *scales, double *terms) {
   if (m3idx__key_spread(scales) == 255) {
@@ -141,27 +155,31 @@ M3IDX_RULE void m3idx__verify_key_combine(const uint32_t *gq, const uint32_t *gk
     return;
   }
   double a = 0.0, k = 0.0;
-  for (int g = 0; g < 4; g++) {
-    a += (double)gq[g] * m3idx__verify_pow2((int32_t)scales[g] - 128 - s);
-    k += (double)gk[g] * m3idx__verify_pow2((int32_t)scales[g] - 128);
-  }
-  terms[0] = s == M3IDX_VERIFY_NO_SHIFT ? INFINITY : a;
-  terms[1] = k;
+  for (int g = 0; g < 4; g++)
+    m3idx__verify_group_add(gq[g], gk[g], g, s, scales, &a, &k);
+  m3idx__verify_key_set(s, a, k, terms);
 }
 
-/* A key's A and K from the row's qi and shift. */
+/* A key's A and K from the row's qi and shift, group by group (the same
+ * additions as m3idx__verify_key_combine, which the NVIDIA kernels feed
+ * from dp4a). */
 M3IDX_RULE void m3idx__verify_key_terms(const uint32_t *qi, int32_t s, const uint8_t *data,
                                         const uint8_t *scales, double *terms) {
-  uint32_t gq[4], gk[4];
+  if (m3idx__key_spread(scales) == 255) {
+    terms[0] = terms[1] = -1.0;
+    return;
+  }
+  double a = 0.0, k = 0.0;
   for (int g = 0; g < 4; g++) {
-    gq[g] = gk[g] = 0;
+    uint32_t gq = 0, gk = 0;
     for (int d = 32 * g; d < 32 * g + 32; d++) {
       const uint32_t m = (uint32_t)abs(m3idx__e2m1_halves(m3idx__code_at(data, d)));
-      gq[g] += qi[d] * m;
-      gk[g] += m;
+      gq += qi[d] * m;
+      gk += m;
     }
+    m3idx__verify_group_add(gq, gk, g, s, scales, &a, &k);
   }
-  m3idx__verify_key_combine(gq, gk, s, scales, terms);
+  m3idx__verify_key_set(s, a, k, terms);
 }
 
 /* A block's terms: the largest A and K over `keys' keys (codes 64 bytes a
