@@ -26,13 +26,13 @@ M3IDX_DEV void store_score(const gpu_call &c, int head, int row, int b, float be
   uint32_t u = f_bits(m3idx__clamp(best));
   if ((u & 0x7fffffffu) > 0x7f800000u)
     u = M3IDX_NAN_BITS;
-  ((uint32_t *)c.scores)[((long long)head * c.num_rows + row) * c.stride + b] = u;
+  ((uint32_t *)c.scores)[((long long)head * c.num_rows + row) * c.score_stride + b] = u;
 }
 
 /* Position of a row; -1 (and a bit in *err) when its request's lengths
  * are invalid.  *req receives the request. */
 M3IDX_DEV int row_position(const gpu_call &c, int row, int *req) {
-  if (c.mode == 1) {
+  if (c.mode == M3IDX_MODE_DECODE) {
     int r = row / c.query_len;
     int s = c.seq_lens[r];
     *req = r;

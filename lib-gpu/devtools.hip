@@ -9,7 +9,7 @@
 
 #include "devtools.h"
 #include "gpu-runtime.h"
-#include "kernels.h"
+#include "kernel-pick.h"
 
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 typedef cudaGraph_t graph_t;
@@ -261,12 +261,16 @@ static int dt_scoring_path(int device, char *why, size_t n) {
   return m3idx_gpu_path_verdict(device, why, n);
 }
 
+static const char *dt_scoring_kernel(int i) {
+  return i >= 0 && i < m3idx_gpu_kernel_count() ? m3idx_gpu_kernel_name(i) : NULL;
+}
+
 static const struct m3idx_devtools tools = {
     M3IDX_DEVTOOLS_ABI, dt_alloc, dt_release, dt_to_device, dt_to_host, dt_fill,
     dt_stream_create, dt_stream_destroy, dt_stream_sync, dt_to_device_async,
     dt_capture_begin, dt_capture_end, dt_graph_launch, dt_graph_destroy, dt_time,
     dt_copy_bandwidth, dt_fma_peak, dt_device_name, dt_inject_device_failure,
-    dt_inject_broken_fast_path, dt_scoring_path,
+    dt_inject_broken_fast_path, dt_scoring_path, dt_scoring_kernel,
 };
 
 EXPORT const struct m3idx_devtools *m3idx_plugin_devtools(void) { return &tools; }

@@ -15,7 +15,8 @@
 
 #include "backend.h"
 #include "buffer-plan.h"
-#include "kernels.h"
+#include "kernel-pick.h"
+#include "stage-plan.h"
 #include "work-map.h"
 
 #ifndef M3IDX_HIP_ARCHS
@@ -33,9 +34,7 @@ struct hip_state {
   float *d_scores;      /* fused calls without a scores output */
   int32_t *d_map;       /* decode calls without a work map */
   int32_t map_capacity;
-  int one_grid;         /* see gpu_call */
-  int staged_grid;      /* see gpu_call */
-  int path;             /* the scoring kernels' path (path-check.hip) */
+  gpu_kernels kernels;  /* the scoring kernels it runs (kernel-pick.hip) */
   void *stage;          /* host-pointer mode: device copies of the buffers */
   size_t stage_bytes;
   void *verify;         /* verification's device buffers (grown, kept) */
@@ -192,7 +191,7 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
   s->stream = (hipStream_t)cfg->stream;
   s->host_pointers = (cfg->flags & M3IDX_FLAG_HOST_POINTERS) != 0;
   s->max_width = m3idx__blocks_of(cfg->max_model_len);
-  int rc = m3idx_gpu_pick_path(cfg->device, arch, &s->path, err->msg, sizeof err->msg);
+  int rc = m3idx_gpu_pick_kernels(cfg->device, arch, &s->kernels, err->msg, sizeof err->msg);
   if (rc != M3IDX_OK) {
     hip_destroy(s);
     return (m3idx_status)rc;
@@ -202,17 +201,7 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
                                                          M3IDX_WORK_CHUNK_MIN);
   size_t score_bytes =
       (size_t)cfg->max_heads * (size_t)cfg->max_rows * (size_t)s->max_width * sizeof(float);
-  hipError_t e = m3idx_gpu_score_decode_setup(s->path, &s->one_grid);
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  if (e == hipSuccess)
-    e = m3idx_gpu_score_decode_staged_setup(s->path, &s->staged_grid);
-#endif
-  if (e != hipSuccess) {
-    snprintf(err->msg, sizeof err->msg, "setting up the scoring kernels (occupancy): %s",
-             hipGetErrorString(e));
-    hip_destroy(s);
-    return M3IDX_ERR_BACKEND_UNAVAILABLE;
-  }
+  hipError_t e;
   if ((e = hipMalloc((void **)&s->d_err, sizeof(unsigned))) != hipSuccess ||
       (e = hipMalloc((void **)&s->d_scores, score_bytes)) != hipSuccess ||
       (e = hipMalloc((void **)&s->d_map, (size_t)s->map_capacity * 2 * sizeof(int32_t))) !=
@@ -234,61 +223,26 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
   return M3IDX_OK;
 }
 
-/* ---- host-pointer staging ---------------------------------------------- */
-
-static size_t query_bytes(const struct m3idx_call *c) {
-  return (size_t)c->num_rows * (size_t)c->num_heads * 128 *
-         (c->query_dtype == M3IDX_DTYPE_BF16 ? 2 : 1);
-}
-
-static size_t score_bytes(const struct m3idx_call *c) {
-  return (size_t)c->num_heads * (size_t)c->num_rows * (size_t)c->score_stride * sizeof(float);
-}
-
-static void device_call(const struct m3idx_call *c, hip_state *s, gpu_call *g) {
-  *g = gpu_call{};
-  g->mode = c->mode;
-  g->num_reqs = c->num_reqs;
-  g->num_heads = c->num_heads;
-  g->num_rows = c->num_rows;
-  g->max_seq_len = c->max_seq_len;
-  g->width = c->width;
-  g->query_len = c->query_len;
-  g->seq_lens = c->seq_lens;
-  g->cu_seqlens_q = c->cu_seqlens_q;
-  g->context_lens = c->context_lens;
-  g->query = c->query;
-  g->dtype = c->query_dtype;
-  g->scale = c->scale;
-  g->pages = c->pages;
-  g->num_pages = c->num_pages;
-  g->block_table = c->block_table;
-  g->bt_stride = c->bt_stride;
-  g->init_blocks = c->init_blocks;
-  g->local_blocks = c->local_blocks;
-  g->scores = c->scores;
-  g->stride = c->score_stride;
-  g->err = s->d_err;
-}
+/* ---- launching ---------------------------------------------------------- */
 
 /* Launch the stages of a call whose pointers are all device pointers. */
-static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
-                           const int32_t *map_in, int32_t *map_out, const float *scores_in,
-                           int32_t *topk, struct m3idx_errbuf *err) {
+static m3idx_status launch(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
   hipStream_t st = s->stream;
   int32_t chunk = m3idx__work_chunk_blocks(c->query_len > 0 ? c->query_len : 1, c->num_heads);
+  gpu_call g = gpu_call_of(c, s->d_err);
   /* Each launch reports hipGetLastError: clear what was left before it, so
      an earlier failure (the caller's, say) is not taken for the launch's. */
   (void)hipGetLastError();
   switch (c->stage) {
   case M3IDX_STAGE_WORK_MAP:
-    HIP_TRY(m3idx_gpu_work_map(&g, map_out, c->work_map_capacity, chunk, st), "work map kernel");
+    HIP_TRY(m3idx_gpu_work_map(g, c->work_map_out, c->work_map_capacity, chunk, st),
+            "work map kernel");
     return M3IDX_OK;
   case M3IDX_STAGE_PIN:
-    HIP_TRY(m3idx_gpu_pin_topk(&g, g.scores, 1, 1, NULL, st), "pin kernel");
+    HIP_TRY(m3idx_gpu_pin_topk(g, g.scores, 1, 1, NULL, st), "pin kernel");
     return M3IDX_OK;
   case M3IDX_STAGE_TOPK:
-    HIP_TRY(m3idx_gpu_pin_topk(&g, scores_in, 0, 0, topk, st), "top-k kernel");
+    HIP_TRY(m3idx_gpu_pin_topk(g, c->scores_in, 0, 0, c->topk, st), "top-k kernel");
     return M3IDX_OK;
   case M3IDX_STAGE_SCORE:
   case M3IDX_STAGE_FUSED:
@@ -297,26 +251,23 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, gpu_call g,
   case M3IDX_STAGE_VERIFY:
     return M3IDX_ERR_INVALID_ARGUMENT;
   }
-  int user_scores = g.scores != NULL;
-  if (!user_scores)
-    g.scores = s->d_scores; /* stride is the width then */
-  g.one_grid = s->one_grid;
-  g.staged_grid = s->staged_grid;
-  g.path = s->path;
-  if (c->mode == M3IDX_MODE_DECODE) {
-    int cap = c->work_map_capacity;
-    if (map_in == NULL) {
-      /* The context's own map, of a capacity fixed by its limits. */
-      cap = (int32_t)m3idx__work_map_capacity_of(s->cfg.max_reqs, s->max_width, chunk);
-      HIP_TRY(m3idx_gpu_work_map(&g, s->d_map, cap, chunk, st), "work map kernel");
-      map_in = s->d_map;
-    }
-    HIP_TRY(m3idx_gpu_score_decode(&g, map_in, cap, st), "decode scoring kernel");
-  } else {
-    HIP_TRY(m3idx_gpu_score_prefill(&g, st), "prefill scoring kernel");
+  const int user_scores = g.scores != NULL;
+  if (!user_scores) {
+    g.scores = s->d_scores;
+    g.score_stride = c->width;
   }
+  const int32_t *map = c->work_map_in;
+  int cap = c->work_map_capacity;
+  if (c->mode == M3IDX_MODE_DECODE && map == NULL) {
+    /* The context's own map, of a capacity fixed by its limits. */
+    cap = (int32_t)m3idx__work_map_capacity_of(s->cfg.max_reqs, s->max_width, chunk);
+    HIP_TRY(m3idx_gpu_work_map(g, s->d_map, cap, chunk, st), "work map kernel");
+    map = s->d_map;
+  }
+  HIP_TRY(m3idx_gpu_score(g, s->kernels, map, cap, st),
+          c->mode == M3IDX_MODE_DECODE ? "decode scoring kernel" : "prefill scoring kernel");
   if (c->stage == M3IDX_STAGE_FUSED)
-    HIP_TRY(m3idx_gpu_pin_topk(&g, g.scores, 1, user_scores, topk, st), "top-k kernel");
+    HIP_TRY(m3idx_gpu_pin_topk(g, g.scores, 1, user_scores, c->topk, st), "top-k kernel");
   return M3IDX_OK;
 }
 
@@ -368,80 +319,19 @@ static m3idx_status grow(void **buf, size_t *have, size_t bytes, const char *wha
 /* Host-pointer mode: copy in, launch, wait, copy out (only on success, so
  * that a failed call leaves the caller's buffers as they were). */
 static m3idx_status run_staged(hip_state *s, const struct m3idx_call *c, struct m3idx_errbuf *err) {
-  const int keys = c->stage == M3IDX_STAGE_SCORE || c->stage == M3IDX_STAGE_FUSED;
-  const int prefill = c->mode == M3IDX_MODE_PREFILL;
-  const int scores_io = c->scores != NULL && c->stage != M3IDX_STAGE_TOPK &&
-                        c->stage != M3IDX_STAGE_WORK_MAP;
-  buffer_plan plan;
-  size_t o_seq = plan.take((size_t)c->num_reqs * 4);
-  size_t o_cu = prefill ? plan.take((size_t)(c->num_reqs + 1) * 4) : 0;
-  size_t o_ctx = prefill ? plan.take((size_t)c->num_reqs * 4) : 0;
-  size_t o_q = keys ? plan.take(query_bytes(c)) : 0;
-  size_t o_pages = keys ? plan.take((size_t)c->num_pages * M3IDX_PAGE_BYTES) : 0;
-  size_t o_bt = keys ? plan.take((size_t)c->num_reqs * (size_t)c->bt_stride * 4) : 0;
-  size_t o_map = (c->work_map_in || c->work_map_out)
-                     ? plan.take((size_t)c->work_map_capacity * 2 * 4) : 0;
-  size_t o_scores = (scores_io || c->scores_in) ? plan.take(score_bytes(c)) : 0;
-  size_t o_topk = c->topk ? plan.take((size_t)c->num_heads * c->num_rows * M3IDX_TOPK * 4) : 0;
-  m3idx_status grown = grow(&s->stage, &s->stage_bytes, plan.used, "staging host buffers", err);
-  if (grown != M3IDX_OK)
-    return grown;
-  char *d = (char *)s->stage;
-  hipStream_t st = s->stream;
-#define H2D(off, src, bytes)                                                           \
-  HIP_TRY(hipMemcpyAsync(d + (off), (src), (bytes), hipMemcpyHostToDevice, st), "copy to device")
-  struct m3idx_call dc = *c;
-  H2D(o_seq, c->seq_lens, (size_t)c->num_reqs * 4);
-  dc.seq_lens = (const int32_t *)(d + o_seq);
-  if (prefill) {
-    H2D(o_cu, c->cu_seqlens_q, (size_t)(c->num_reqs + 1) * 4);
-    H2D(o_ctx, c->context_lens, (size_t)c->num_reqs * 4);
-    dc.cu_seqlens_q = (const int32_t *)(d + o_cu);
-    dc.context_lens = (const int32_t *)(d + o_ctx);
-  }
-  if (keys) {
-    H2D(o_q, c->query, query_bytes(c));
-    H2D(o_pages, c->pages, (size_t)c->num_pages * M3IDX_PAGE_BYTES);
-    H2D(o_bt, c->block_table, (size_t)c->num_reqs * (size_t)c->bt_stride * 4);
-    dc.query = d + o_q;
-    dc.pages = (const uint8_t *)(d + o_pages);
-    dc.block_table = (const int32_t *)(d + o_bt);
-  }
-  if (c->work_map_in) {
-    H2D(o_map, c->work_map_in, (size_t)c->work_map_capacity * 8);
-    dc.work_map_in = (const int32_t *)(d + o_map);
-  }
-  if (c->work_map_out)
-    dc.work_map_out = (int32_t *)(d + o_map);
-  if (scores_io) {
-    H2D(o_scores, c->scores, score_bytes(c)); /* entries it does not write stay */
-    dc.scores = (float *)(d + o_scores);
-  }
-  if (c->scores_in) {
-    H2D(o_scores, c->scores_in, score_bytes(c));
-    dc.scores_in = (const float *)(d + o_scores);
-  }
-  if (c->topk)
-    dc.topk = (int32_t *)(d + o_topk);
-#undef H2D
-  gpu_call g;
-  device_call(&dc, s, &g);
-  m3idx_status rc = launch(s, &dc, g, dc.work_map_in, dc.work_map_out, dc.scores_in, dc.topk, err);
+  const stage_plan plan = stage_plan_of(c);
+  m3idx_status rc = grow(&s->stage, &s->stage_bytes, plan.used, "staging host buffers", err);
   if (rc != M3IDX_OK)
     return rc;
-  rc = hip_synchronize(s, err);
+  struct m3idx_call dc;
+  HIP_TRY(stage_in(c, plan, (char *)s->stage, s->stream, &dc), "copy to device");
+  rc = launch(s, &dc, err);
+  if (rc == M3IDX_OK)
+    rc = hip_synchronize(s, err);
   if (rc != M3IDX_OK)
     return rc;
-#define D2H(dst, off, bytes)                                                           \
-  HIP_TRY(hipMemcpyAsync((dst), d + (off), (bytes), hipMemcpyDeviceToHost, st), "copy to host")
-  if (scores_io)
-    D2H(c->scores, o_scores, score_bytes(c));
-  if (c->topk)
-    D2H(c->topk, o_topk, (size_t)c->num_heads * c->num_rows * M3IDX_TOPK * 4);
-  if (c->work_map_out)
-    D2H(c->work_map_out, o_map, (size_t)c->work_map_capacity * 8);
-#undef D2H
-  HIP_TRY(hipStreamSynchronize(st), "hipStreamSynchronize");
+  HIP_TRY(stage_out(c, plan, (const char *)s->stage, s->stream), "copy to host");
+  HIP_TRY(hipStreamSynchronize(s->stream), "hipStreamSynchronize");
   return M3IDX_OK;
 }
 
@@ -454,7 +344,7 @@ static m3idx_status run_bound(hip_state *s, const struct m3idx_call *c, struct m
   buffer_plan plan;
   const size_t o_items = plan.take(n * 3 * sizeof(int32_t));
   const size_t o_terms = plan.take(n * 2 * sizeof(double));
-  const size_t o_q = s->host_pointers ? plan.take(query_bytes(c)) : 0;
+  const size_t o_q = s->host_pointers ? plan.take(stage_query_bytes(c)) : 0;
   const size_t o_pages = s->host_pointers ? plan.take((size_t)c->num_pages * M3IDX_PAGE_BYTES) : 0;
   m3idx_status rc = grow(&s->verify, &s->verify_bytes, plan.used, "verification's buffers", err);
   if (rc != M3IDX_OK)
@@ -464,17 +354,15 @@ static m3idx_status run_bound(hip_state *s, const struct m3idx_call *c, struct m
   HIP_TRY(hipMemcpyAsync(d + o_items, c->bound_items, n * 3 * sizeof(int32_t),
                          hipMemcpyHostToDevice, st), "copy to device");
   if (s->host_pointers) {
-    HIP_TRY(hipMemcpyAsync(d + o_q, c->query, query_bytes(c), hipMemcpyHostToDevice, st),
+    HIP_TRY(hipMemcpyAsync(d + o_q, c->query, stage_query_bytes(c), hipMemcpyHostToDevice, st),
             "copy to device");
     HIP_TRY(hipMemcpyAsync(d + o_pages, c->pages, (size_t)c->num_pages * M3IDX_PAGE_BYTES,
                            hipMemcpyHostToDevice, st), "copy to device");
     dc.query = d + o_q;
     dc.pages = (const uint8_t *)(d + o_pages);
   }
-  gpu_call g;
-  device_call(&dc, s, &g);
   (void)hipGetLastError();
-  HIP_TRY(m3idx_gpu_bound_terms(&g, (const int32_t *)(d + o_items), (long long)n,
+  HIP_TRY(m3idx_gpu_bound_terms(gpu_call_of(&dc, s->d_err), (const int32_t *)(d + o_items), (long long)n,
                                 (double *)(d + o_terms), st), "bound kernel");
   rc = hip_synchronize(s, err);
   if (rc != M3IDX_OK)
@@ -534,13 +422,11 @@ static m3idx_status run_verify(hip_state *s, const struct m3idx_call *c,
   dc.stage = M3IDX_STAGE_SCORE;
   dc.scores = s->d_scores;
   dc.score_stride = c->width;
-  gpu_call g;
-  device_call(&dc, s, &g);
-  rc = launch(s, &dc, g, dc.work_map_in, NULL, NULL, NULL, err);
+  rc = launch(s, &dc, err);
   if (rc != M3IDX_OK)
     return rc;
   hipError_t e = m3idx_gpu_verify_rows(
-      &g, s->d_scores, (int32_t *)(d + o_topk), c->candidate, c->cand_scores, c->cand_stride,
+      gpu_call_of(&dc, s->d_err), s->d_scores, (int32_t *)(d + o_topk), c->candidate, c->cand_scores, c->cand_stride,
       c->verify_opts, (m3idx_verify_row *)(hd + dev_bytes), (double *)hd,
       (unsigned *)(hd + dev_bytes + row_bytes), (uint8_t *)(d + o_done),
       all_terms ? (double *)(d + o_terms) : NULL, s->stream);
@@ -584,9 +470,7 @@ static m3idx_status hip_run(void *state, const struct m3idx_call *c, struct m3id
   }
   if (c->stage == M3IDX_STAGE_VERIFY)
     return run_verify(s, c, err);
-  gpu_call g;
-  device_call(c, s, &g);
-  return launch(s, c, g, c->work_map_in, c->work_map_out, c->scores_in, c->topk, err);
+  return launch(s, c, err);
 }
 
 static const struct m3idx_backend_ops hip_ops = {

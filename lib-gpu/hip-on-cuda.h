@@ -19,6 +19,7 @@ typedef cudaFuncAttributes hipFuncAttributes;
 
 #define hipSuccess cudaSuccess
 #define hipErrorOutOfMemory cudaErrorMemoryAllocation
+#define hipErrorInvalidValue cudaErrorInvalidValue
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "gpu-runtime.h"
+#include "backend.h"
 #include "m3idx.h"
 
 /* Bits of the device error word. */
@@ -24,103 +25,75 @@
 #define M3IDX_GPU_BAD_WORK_MAP 0x8u     /* an entry not of this batch */
 #define M3IDX_GPU_MAP_TOO_SMALL 0x10u   /* work_map_capacity too small */
 
-/* The scoring kernels' paths, which give the same bits.  PLAIN runs on
- * every target.  FAST uses the target's own instructions (NVIDIA: the
- * integer filter with prmt and dp4a; gfx950: e2m1 codes decoded by
- * v_cvt_scalef32_pk_f32_fp4 and maxima across half-warps by
- * v_permlane16_swap; other targets: none, it is PLAIN) and runs only once
- * the self-check at context creation (path-check.hip) found it equal to
- * PLAIN.  FAST_BROKEN is FAST reading every code byte's nibbles swapped:
- * the deliberately broken path of that check's test. */
+/* The scoring kernels' paths, which give the same bits: a kernel of the
+ * pick table (kernel-pick.hip) is built as PLAIN, which runs on every
+ * target, and as FAST, which uses the target's own instructions (NVIDIA's
+ * integer filter, gfx950's e2m1 decode and lane swaps; see vendors/) and
+ * runs only once the self-check at context creation (path-check.hip)
+ * found it equal to the plain row.  FAST_BROKEN is FAST reading every
+ * code byte's nibbles swapped: the deliberately broken path of that
+ * check's test. */
 #define M3IDX_GPU_PATH_PLAIN 0
 #define M3IDX_GPU_PATH_FAST 1
 #define M3IDX_GPU_PATH_FAST_BROKEN 2
 
-/* A path as a type: the launchers call launch(path_type<P>()) for their
- * kernel<P>, so that the choice among the paths is written here once. */
+/* A path as a type, for a launcher's kernel<P>. */
 template <int P> struct path_type {
   static constexpr int value = P;
 };
 
-/* launch for one of the fast paths (FAST_BROKEN, or FAST for any other). */
-template <class F> void with_fast_path(int path, F launch) {
-  if (path == M3IDX_GPU_PATH_FAST_BROKEN)
-    launch(path_type<M3IDX_GPU_PATH_FAST_BROKEN>());
-  else
-    launch(path_type<M3IDX_GPU_PATH_FAST>());
+/* launch(path_type<P>()) for the P of Ps that equals path (a launcher
+ * lists the paths its kernel is built for). */
+template <int... Ps, class F> void on_path(int path, F launch) {
+  ((path == Ps ? (launch(path_type<Ps>()), 0) : 0), ...);
 }
 
-/* launch for any path. */
-template <class F> void with_path(int path, F launch) {
-  if (path == M3IDX_GPU_PATH_PLAIN)
-    launch(path_type<M3IDX_GPU_PATH_PLAIN>());
-  else
-    with_fast_path(path, launch);
-}
-
-struct gpu_call {
-  int mode;          /* 1 decode, 2 prefill */
-  int num_reqs, num_heads, num_rows, max_seq_len, width, query_len;
-  const int32_t *seq_lens, *cu_seqlens_q, *context_lens;
-  const void *query;
-  int dtype;         /* 1 bf16, 2 e4m3 */
-  float scale;
-  const uint8_t *pages;
-  int num_pages;
-  const int32_t *block_table;
-  int bt_stride;
-  int init_blocks, local_blocks;
-  float *scores;
-  long long stride;
-  unsigned *err;
-  int one_grid;      /* the most blocks a decode scoring launch takes */
-  int staged_grid;   /* the same for the staged one-pair decode; 0: not used */
-  int path;          /* M3IDX_GPU_PATH_*, for the scoring kernels */
+/* What a kernel gets: the checked call itself (lib/backend.h; every
+ * pointer device memory), and the device's extras. */
+struct gpu_call : m3idx_call {
+  unsigned *err;     /* the device error word */
+  int grid;          /* the most blocks a decode scoring launch takes (its row's setup) */
+  int path;          /* M3IDX_GPU_PATH_*, for the scoring kernel of the row picked */
 };
 
-hipError_t m3idx_gpu_work_map(const struct gpu_call *c, int32_t *map, int capacity,
-                              int chunk, hipStream_t s);
-/* Decode scoring over the work map; prefill scoring (score-fp64.hip). */
-hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map,
-                                  int capacity, hipStream_t s);
-hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s);
-/* NVIDIA's fast path for decode with several pairs a request, and for
- * prefill (score-mma.hip); m3idx_gpu_score_decode / _prefill choose it. */
-hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map,
-                                      int capacity, hipStream_t s);
-hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s);
-/* NVIDIA's fast path for decode with one pair a request on sm_90 and
- * later, pages staged in shared memory (score-staged.hip); its setup
- * gives *grid 0 where it cannot run (the plain path, an older target). */
-hipError_t m3idx_gpu_score_decode_staged(const struct gpu_call *c, const int32_t *map,
-                                         int capacity, hipStream_t s);
-hipError_t m3idx_gpu_score_decode_staged_setup(int path, int *grid);
-/* Once per context: *grid receives the most blocks a decode launch of
- * the path takes, for gpu_call.one_grid: M3IDX_GPU_DECODE_WAVES times
- * what stays resident, so that a map of up to that many entries gives
- * each block at most one and the hardware hands the blocks to SMs as they
- * free up; fixed for the context, so that graph replays see one grid.
- * The staged kernel's setup sizes its grid the same way. */
-#define M3IDX_GPU_DECODE_WAVES 4
-hipError_t m3idx_gpu_score_decode_setup(int path, int *grid);
+/* The checked call as the kernels get it, with the context's error word. */
+inline gpu_call gpu_call_of(const struct m3idx_call *c, unsigned *err) {
+  gpu_call g{};
+  static_cast<m3idx_call &>(g) = *c;
+  g.err = err;
+  return g;
+}
 
-/* The scoring path for a context on `device' (arch: its target name):
- * *path receives M3IDX_GPU_PATH_FAST when the target has one and it
- * passed the self-check (run once per device and process), else PLAIN.
- * M3IDX_HIP_PATH=plain|fast|auto in the environment forces one.
- * M3IDX_OK, or an error with its message in msg (a failed device call;
- * fast forced but unusable; a bad M3IDX_HIP_PATH). */
-int m3idx_gpu_pick_path(int device, const char *arch, int *path, char *msg, size_t n);
-/* What m3idx_gpu_pick_path decided for device: 1 fast, 0 plain, -1 not
- * yet decided; why receives the fast path's name or why it is not used. */
-int m3idx_gpu_path_verdict(int device, char *why, size_t n);
-/* Tests only (devtools inject_broken_fast_path): FAST launches as
- * FAST_BROKEN, in the self-check too; each switch forgets the verdicts. */
-void m3idx_gpu_break_fast_path(int on);
+hipError_t m3idx_gpu_work_map(const gpu_call &c, int32_t *map, int capacity, int chunk,
+                              hipStream_t s);
+
+/* The scoring kernels' launchers and setups, the rows of the pick table
+ * (kernel-pick.hip): decode over the work map, prefill; a setup gives
+ * *grid, the most blocks the row's decode launch takes, for
+ * gpu_call.grid: M3IDX_GPU_DECODE_WAVES times what stays resident, so
+ * that a map of up to that many entries gives each block at most one and
+ * the hardware hands the blocks to SMs as they free up; fixed for the
+ * context, so that graph replays see one grid; 0 where the row cannot run
+ * on the current device. */
+#define M3IDX_GPU_DECODE_WAVES 4
+hipError_t m3idx_gpu_decode_fp64(const gpu_call &c, const int32_t *map, int capacity,
+                                 hipStream_t s);
+hipError_t m3idx_gpu_prefill_fp64(const gpu_call &c, hipStream_t s);
+hipError_t m3idx_gpu_setup_fp64(int path, int *grid);
+hipError_t m3idx_gpu_decode_mma(const gpu_call &c, const int32_t *map, int capacity,
+                                hipStream_t s);
+hipError_t m3idx_gpu_prefill_mma(const gpu_call &c, hipStream_t s);
+hipError_t m3idx_gpu_setup_mma(int path, int *grid);
+hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int capacity,
+                                   hipStream_t s);
+hipError_t m3idx_gpu_setup_staged(int path, int *grid);
+/* The grid that the occupancy of kernel (threads a block, smem dynamic
+ * bytes) gives on the current device (see M3IDX_GPU_DECODE_WAVES). */
+hipError_t m3idx_gpu_decode_grid(const void *kernel, int threads, size_t smem, int *grid);
 
 /* Verification's bound terms of count items {query row, page, keys}
  * into terms [count][2] (verify-bound.hip; lib/verify-rules.h). */
-hipError_t m3idx_gpu_bound_terms(const struct gpu_call *c, const int32_t *items,
+hipError_t m3idx_gpu_bound_terms(const gpu_call &c, const int32_t *items,
                                  long long count, double *terms, hipStream_t s);
 
 /* Verification's verdicts (verify-rows.hip), after the scoring kernel
@@ -132,7 +105,7 @@ hipError_t m3idx_gpu_bound_terms(const struct gpu_call *c, const int32_t *items,
  * bit the call's kernels set); done [pairs, width] is the kernel's
  * scratch; terms (or NULL) [pairs, width, 2] receives every block's terms
  * first, for the largest deviation with candidate scores. */
-hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, float *ref, int32_t *ref_ids,
+hipError_t m3idx_gpu_verify_rows(const gpu_call &c, float *ref, int32_t *ref_ids,
                                  const int32_t *cand, const float *cand_scores,
                                  long long cand_stride, const m3idx_verify_options *o,
                                  m3idx_verify_row *rows, double *row_dev, unsigned *err_seen,
@@ -143,7 +116,7 @@ hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, float *ref, int32_t *
 extern int m3idx_gpu_inject_bad_device;
 /* Pin (pin != 0) and/or select (topk != NULL): scores_in is read, and
  * pinned scores are written to c->scores when write_pinned. */
-hipError_t m3idx_gpu_pin_topk(const struct gpu_call *c, const float *scores_in,
+hipError_t m3idx_gpu_pin_topk(const gpu_call &c, const float *scores_in,
                               int pin, int write_pinned, int32_t *topk, hipStream_t s);
 
 #endif /* M3IDX_GPU_KERNELS_H */

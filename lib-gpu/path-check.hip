@@ -1,45 +1,25 @@
 /*
- * path-check.hip - which scoring path a device's contexts use (kernels.h).
+ * path-check.hip - the self-check of the fast scoring kernels.
  *
- * A target's fast path uses instructions that nothing here can run for
+ * A target's fast kernels use instructions that nothing here can run for
  * every target (no AMD GPU is reachable where this is built), so before a
- * context uses it, a small seeded batch goes through it and through the
- * plain path (decode with several pairs and with one pair a request, and
- * prefill), and every score must match bit for bit.
- * On any difference the plain path runs and the reason goes to stderr
- * once.  The verdict is kept per device for the process.
+ * context uses one, a small seeded batch goes through it and through the
+ * plain row of the pick table (decode with several pairs and with one
+ * pair a request, and prefill: each call goes to the fast row where it
+ * takes the call's shape), and every score must match bit for bit
+ * (kernel-pick.hip keeps the verdicts).
  *
  * SPDX-License-Identifier: MIT
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buffer-plan.h"
-#include "kernels.h"
+#include "kernel-pick.h"
 #include "m3idx.h"
 #include "spec-rules.h"
+#include "stage-plan.h"
 #include "work-map.h"
-
-#define MAX_DEVICES 64
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int verdict[MAX_DEVICES]; /* 0 unknown, 1 fast, 2 plain */
-static char reason[MAX_DEVICES][384];
-static int broken;               /* tests: FAST launches as FAST_BROKEN */
-
-/* The fast path of a target, or NULL when it has none. */
-static const char *fast_path_of(const char *arch) {
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  (void)arch;
-  return "integer filter (prmt, dp4a)";
-#else
-  if (strcmp(arch, "gfx950") == 0)
-    return "v_cvt_scalef32_pk_f32_fp4 decode, v_permlane16_swap maxima";
-  return NULL;
-#endif
-}
 
 /* ---- the seeded batch --------------------------------------------------- */
 
@@ -92,247 +72,162 @@ static void make_query(uint16_t *q, uint64_t *s) {
   }
 }
 
-/* ---- one run of both modes on a path ------------------------------------ */
+/* ---- the three calls, through a set of kernels --------------------------- */
 
-struct check_mem {
-  uint8_t *pages;
-  uint16_t *query;
-  int32_t *bt, *seq, *cu, *ctx, *map;
-  unsigned *err;
-  float *scores; /* decode (HEADS x QLEN*REQS x WIDTH), prefill (HEADS x ROWS x WIDTH),
-                   then one-pair decode (REQS x WIDTH) */
-  int cap, chunk, cap1, chunk1; /* the map's capacity and chunk; those of one pair */
+/* The seeded batch's arrays in host memory. */
+struct check_batch {
+  uint8_t pages[PAGES * M3IDX_PAGE_BYTES];
+  uint16_t query[ROWS * HEADS * M3IDX_HEAD_DIM];
+  int32_t bt[REQS * WIDTH];
 };
 
-#define DECODE_SCORES (HEADS * REQS * QLEN * WIDTH)
-#define PREFILL_SCORES (HEADS * ROWS * WIDTH)
-#define ONE_SCORES (REQS * WIDTH) /* decode with one pair a request */
-#define ALL_SCORES (DECODE_SCORES + PREFILL_SCORES + ONE_SCORES)
+enum { CALLS = 3 };
+static const char *const call_name[CALLS] = {"decode", "prefill", "one-pair decode"};
 
-static hipError_t run_path(const check_mem &m, int path, int one_grid, int staged_grid,
+/* Call i of the check (scores into scores, a work map into map for
+ * decode): decode with QLEN rows and HEADS heads a request, scale 0.625;
+ * prefill, scale -0.375 (the filter then looks for the smallest D);
+ * decode with one pair a request, scale 1.5. */
+static m3idx_call check_call(int i, const check_batch &b, float *scores, int32_t *map) {
+  m3idx_call c{};
+  c.stage = M3IDX_STAGE_SCORE;
+  c.num_reqs = REQS;
+  c.num_heads = i == 2 ? 1 : HEADS;
+  c.max_seq_len = WIDTH * 128;
+  c.width = WIDTH;
+  c.seq_lens = seq_lens;
+  c.query = b.query;
+  c.query_dtype = M3IDX_DTYPE_BF16;
+  c.pages = b.pages;
+  c.num_pages = PAGES;
+  c.block_table = b.bt;
+  c.bt_stride = WIDTH;
+  c.scores = scores;
+  c.score_stride = WIDTH;
+  if (i == 1) {
+    c.mode = M3IDX_MODE_PREFILL;
+    c.num_rows = ROWS;
+    c.cu_seqlens_q = cu_seqlens_q;
+    c.context_lens = context_lens;
+    c.scale = -0.375f;
+    return c;
+  }
+  c.mode = M3IDX_MODE_DECODE;
+  c.query_len = i == 0 ? QLEN : 1;
+  c.num_rows = REQS * c.query_len;
+  c.scale = i == 0 ? 0.625f : 1.5f;
+  c.work_map_out = map;
+  c.work_map_capacity = (int32_t)m3idx__work_map_capacity_of(
+      REQS, WIDTH, m3idx__work_chunk_blocks(c.query_len, c.num_heads));
+  return c;
+}
+
+/* Scores of call i: heads x rows x WIDTH. */
+static int scores_of(int i) {
+  return (i == 2 ? 1 : HEADS) * (i == 1 ? ROWS : REQS * (i == 0 ? QLEN : 1)) * WIDTH;
+}
+
+/* Call c (host memory) staged into d and scored with kernels k on st,
+ * its scores copied back into c.scores; err is the device error word. */
+static hipError_t run_call(const m3idx_call &c, const gpu_kernels &k, char *d, unsigned *err,
                            hipStream_t st) {
-  gpu_call g{};
-  g.num_reqs = REQS;
-  g.num_heads = HEADS;
-  g.max_seq_len = WIDTH * 128;
-  g.width = WIDTH;
-  g.seq_lens = m.seq;
-  g.query = m.query;
-  g.dtype = 1;
-  g.pages = m.pages;
-  g.num_pages = PAGES;
-  g.block_table = m.bt;
-  g.bt_stride = WIDTH;
-  g.stride = WIDTH;
-  g.err = m.err;
-  g.one_grid = one_grid;
-  g.staged_grid = staged_grid;
-  g.path = path;
-  hipError_t e = hipMemsetAsync(m.scores, 0xff, ALL_SCORES * 4, st);
-  /* decode, scale 0.625 */
-  g.mode = 1;
-  g.query_len = QLEN;
-  g.num_rows = REQS * QLEN;
-  g.scale = 0.625f;
-  g.scores = m.scores;
+  const stage_plan plan = stage_plan_of(&c);
+  m3idx_call dc;
+  hipError_t e = stage_in(&c, plan, d, st, &dc);
+  gpu_call g = gpu_call_of(&dc, err);
+  if (e == hipSuccess && c.mode == M3IDX_MODE_DECODE)
+    e = m3idx_gpu_work_map(g, dc.work_map_out, c.work_map_capacity,
+                           m3idx__work_chunk_blocks(c.query_len, c.num_heads), st);
   if (e == hipSuccess)
-    e = m3idx_gpu_work_map(&g, m.map, m.cap, m.chunk, st);
+    e = m3idx_gpu_score(g, k, dc.work_map_out, c.work_map_capacity, st);
   if (e == hipSuccess)
-    e = m3idx_gpu_score_decode(&g, m.map, m.cap, st);
-  /* prefill, scale -0.375: the filter then looks for the smallest D */
-  g.mode = 2;
-  g.query_len = 0;
-  g.num_rows = ROWS;
-  g.cu_seqlens_q = m.cu;
-  g.context_lens = m.ctx;
-  g.scale = -0.375f;
-  g.scores = m.scores + DECODE_SCORES;
-  if (e == hipSuccess)
-    e = m3idx_gpu_score_prefill(&g, st);
-  /* decode with one pair a request (on NVIDIA, the staged kernel), scale 1.5 */
-  g.mode = 1;
-  g.num_heads = 1;
-  g.query_len = 1;
-  g.num_rows = REQS;
-  g.scale = 1.5f;
-  g.scores = m.scores + DECODE_SCORES + PREFILL_SCORES;
-  if (e == hipSuccess)
-    e = m3idx_gpu_work_map(&g, m.map, m.cap1, m.chunk1, st);
-  if (e == hipSuccess)
-    e = m3idx_gpu_score_decode(&g, m.map, m.cap1, st);
+    e = stage_out(&c, plan, d, st);
   return e;
 }
 
-/* Run the batch on both paths and compare.  hipSuccess with *same set,
- * or the failed call's status with its name in *what. */
-static hipError_t self_check(int fast, int *same, char *diff, size_t n, const char **what) {
-  check_mem m{};
-  m.chunk = m3idx__work_chunk_blocks(QLEN, HEADS);
-  m.cap = (int)m3idx__work_map_capacity_of(REQS, WIDTH, m.chunk);
-  m.chunk1 = m3idx__work_chunk_blocks(1, 1);
-  m.cap1 = (int)m3idx__work_map_capacity_of(REQS, WIDTH, m.chunk1);
-  const size_t score_bytes = ALL_SCORES * 4;
-  buffer_plan plan; /* the batch's arrays, the same offsets on host and device */
-  const size_t o_pages = plan.take((size_t)PAGES * M3IDX_PAGE_BYTES);
-  const size_t o_query = plan.take(ROWS * HEADS * M3IDX_HEAD_DIM * 2);
-  const size_t o_bt = plan.take(REQS * WIDTH * 4), o_seq = plan.take(sizeof seq_lens);
-  const size_t o_cu = plan.take(sizeof cu_seqlens_q), o_ctx = plan.take(sizeof context_lens);
-  const size_t o_map = plan.take((size_t)(m.cap > m.cap1 ? m.cap : m.cap1) * 8);
-  const size_t o_err = plan.take(4);
-  const size_t o_scores = plan.take(score_bytes), total = plan.used;
-  uint8_t *host = (uint8_t *)calloc(1, total + 2 * score_bytes);
-  uint8_t *dev = NULL;
+/* The batch through the plain row alone and through with, into plain
+ * and other; hipSuccess, or the failed call's status with *what. */
+static hipError_t run_both(const check_batch &b, const gpu_kernels &with, float *plain,
+                           float *other, int32_t *map, unsigned *bits, const char **what) {
+  gpu_kernels alone = with;
+  alone.rows = 1u << (m3idx_gpu_kernel_count() - 1);
+  size_t used = 0;
+  for (int i = 0; i < CALLS; i++) {
+    const m3idx_call c = check_call(i, b, plain, map);
+    const size_t u = stage_plan_of(&c).used;
+    used = used > u ? used : u;
+  }
+  char *d = NULL;
   hipStream_t st = NULL;
-  hipError_t e = hipErrorOutOfMemory;
-  *what = "host memory for the batch";
-  if (host == NULL)
-    return e;
-  uint64_t seed = 0x6d33696478ull;
-  make_pages(host + o_pages, &seed);
-  make_query((uint16_t *)(host + o_query), &seed);
-  int32_t *bt = (int32_t *)(host + o_bt);
-  for (int r = 0, id = 0; r < REQS; r++)
-    for (int b = 0; b < WIDTH; b++)
-      bt[r * WIDTH + b] = b * 128 < seq_lens[r] ? id++ : -1;
-  memcpy(host + o_seq, seq_lens, sizeof seq_lens);
-  memcpy(host + o_cu, cu_seqlens_q, sizeof cu_seqlens_q);
-  memcpy(host + o_ctx, context_lens, sizeof context_lens);
-  float *plain = (float *)(host + total), *other = plain + ALL_SCORES;
-  /* A grid as large as the map: a launch takes no more blocks than that. */
-  const int grid = m.cap > m.cap1 ? m.cap : m.cap1;
-  int staged = 0; /* the staged kernel's grid, where the fast path has one */
-  unsigned bits = 0;
+  hipError_t e = hipSuccess;
 #define TRY(call, name)                                                     \
   do {                                                                      \
     if (e == hipSuccess && (e = (call)) != hipSuccess)                      \
       *what = name;                                                         \
   } while (0)
-  e = hipSuccess;
   TRY(hipStreamCreate(&st), "hipStreamCreate");
-  TRY(hipMalloc((void **)&dev, total), "hipMalloc");
-  if (e == hipSuccess) {
-    m.pages = dev + o_pages;
-    m.query = (uint16_t *)(dev + o_query);
-    m.bt = (int32_t *)(dev + o_bt);
-    m.seq = (int32_t *)(dev + o_seq);
-    m.cu = (int32_t *)(dev + o_cu);
-    m.ctx = (int32_t *)(dev + o_ctx);
-    m.map = (int32_t *)(dev + o_map);
-    m.err = (unsigned *)(dev + o_err);
-    m.scores = (float *)(dev + o_scores);
+  TRY(hipMalloc((void **)&d, used + 256), "hipMalloc");
+  unsigned *err = (unsigned *)(d + used);
+  TRY(hipMemsetAsync(err, 0, sizeof *err, st), "clearing the error word");
+  for (int i = 0, at = 0; i < CALLS; at += scores_of(i), i++) {
+    TRY(run_call(check_call(i, b, plain + at, map), alone, d, err, st), "the plain row's kernels");
+    TRY(run_call(check_call(i, b, other + at, map), with, d, err, st), "the fast row's kernels");
+    TRY(hipStreamSynchronize(st), "hipStreamSynchronize");
   }
-  TRY(hipMemcpyAsync(dev, host, total, hipMemcpyHostToDevice, st), "copy to device");
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  TRY(m3idx_gpu_score_decode_staged_setup(fast, &staged), "the staged kernel's setup");
-  if (staged > 0)
-    staged = grid;
-#endif
-  TRY(run_path(m, M3IDX_GPU_PATH_PLAIN, grid, 0, st), "the plain path's kernels");
-  TRY(hipMemcpyAsync(plain, m.scores, score_bytes, hipMemcpyDeviceToHost, st), "copy to host");
-  TRY(run_path(m, fast, grid, staged, st), "the fast path's kernels");
-  TRY(hipMemcpyAsync(other, m.scores, score_bytes, hipMemcpyDeviceToHost, st), "copy to host");
-  TRY(hipMemcpyAsync(&bits, m.err, 4, hipMemcpyDeviceToHost, st), "copy to host");
+  TRY(hipMemcpyAsync(bits, err, sizeof *bits, hipMemcpyDeviceToHost, st), "copy to host");
   TRY(hipStreamSynchronize(st), "hipStreamSynchronize");
 #undef TRY
+  /* Freeing cannot change the verdict; a failure of its own is dropped. */
+  if (d)
+    (void)hipFree(d);
+  if (st)
+    (void)hipStreamDestroy(st);
+  return e;
+}
+
+hipError_t m3idx_gpu_self_check(const gpu_kernels &with, int *same, char *diff, size_t n,
+                                const char **what) {
   *same = 0;
+  int total = 0;
+  for (int i = 0; i < CALLS; i++)
+    total += scores_of(i);
+  check_batch *b = (check_batch *)calloc(1, sizeof *b);
+  float *plain = (float *)malloc(2 * (size_t)total * sizeof(float));
+  int32_t *map = (int32_t *)malloc(8 * (size_t)REQS * WIDTH);
+  hipError_t e = hipErrorOutOfMemory;
+  *what = "host memory for the batch";
+  unsigned bits = 0;
+  if (b != NULL && plain != NULL && map != NULL) {
+    uint64_t seed = 0x6d33696478ull;
+    make_pages(b->pages, &seed);
+    make_query(b->query, &seed);
+    for (int r = 0, id = 0; r < REQS; r++)
+      for (int j = 0; j < WIDTH; j++)
+        b->bt[r * WIDTH + j] = j * 128 < seq_lens[r] ? id++ : -1;
+    memset(plain, 0xff, 2 * (size_t)total * sizeof(float));
+    e = run_both(*b, with, plain, plain + total, map, &bits, what);
+  }
+  const float *other = plain + total;
   if (e == hipSuccess && bits != 0) {
     snprintf(diff, n, "the batch was found invalid (device error bits 0x%x)", bits);
   } else if (e == hipSuccess) {
     *same = 1;
-    for (int i = 0; i < ALL_SCORES; i++) {
-      uint32_t a, b;
-      memcpy(&a, plain + i, 4);
-      memcpy(&b, other + i, 4);
-      if (a != b) {
-        const int part = i < DECODE_SCORES ? 0 : i < DECODE_SCORES + PREFILL_SCORES ? 1 : 2;
-        const int j = i - (part > 0 ? DECODE_SCORES : 0) - (part > 1 ? PREFILL_SCORES : 0);
-        const int rows = part == 0 ? REQS * QLEN : part == 1 ? ROWS : REQS;
-        static const char *const name[3] = {"decode", "prefill", "one-pair decode"};
-        snprintf(diff, n, "%s head %d row %d block %d: 0x%08x, the plain path 0x%08x",
-                 name[part], j / (rows * WIDTH), j / WIDTH % rows, j % WIDTH, b, a);
-        *same = 0;
-        break;
+    for (int i = 0, at = 0; i < CALLS && *same; at += scores_of(i), i++)
+      for (int j = 0; j < scores_of(i); j++) {
+        uint32_t x, y;
+        memcpy(&x, plain + at + j, 4);
+        memcpy(&y, other + at + j, 4);
+        if (x != y) {
+          const int rows = scores_of(i) / WIDTH / (i == 2 ? 1 : HEADS);
+          snprintf(diff, n, "%s head %d row %d block %d: 0x%08x, the plain path 0x%08x",
+                   call_name[i], j / (rows * WIDTH), j / WIDTH % rows, j % WIDTH, y, x);
+          *same = 0;
+          break;
+        }
       }
-    }
   }
-  /* Freeing cannot change the verdict; a failure of its own is dropped. */
-  if (dev)
-    (void)hipFree(dev);
-  if (st)
-    (void)hipStreamDestroy(st);
-  free(host);
+  free(map);
+  free(plain);
+  free(b);
   return e;
-}
-
-/* ---- the verdict -------------------------------------------------------- */
-
-int m3idx_gpu_pick_path(int device, const char *arch, int *path, char *msg, size_t n) {
-  const char *want = getenv("M3IDX_HIP_PATH");
-  if (want == NULL || *want == '\0')
-    want = "auto";
-  if (strcmp(want, "auto") != 0 && strcmp(want, "plain") != 0 && strcmp(want, "fast") != 0) {
-    snprintf(msg, n, "M3IDX_HIP_PATH is '%s': it takes plain, fast or auto", want);
-    return M3IDX_ERR_INVALID_ARGUMENT;
-  }
-  *path = M3IDX_GPU_PATH_PLAIN;
-  if (strcmp(want, "plain") == 0)
-    return M3IDX_OK;
-  if (device < 0 || device >= MAX_DEVICES) {
-    snprintf(msg, n, "device %d: the fast path is checked for devices 0 to %d only", device,
-             MAX_DEVICES - 1);
-    return strcmp(want, "fast") == 0 ? M3IDX_ERR_BACKEND_UNAVAILABLE : M3IDX_OK;
-  }
-  const char *fast = fast_path_of(arch);
-  pthread_mutex_lock(&lock);
-  const int run = broken ? M3IDX_GPU_PATH_FAST_BROKEN : M3IDX_GPU_PATH_FAST;
-  if (verdict[device] == 0 && fast == NULL) {
-    verdict[device] = 2;
-    snprintf(reason[device], sizeof reason[device], "%s has no fast path", arch);
-  }
-  if (verdict[device] == 0) {
-    int same = 0;
-    char diff[256] = "";
-    const char *what = "";
-    hipError_t e = self_check(run, &same, diff, sizeof diff, &what);
-    if (e != hipSuccess) {
-      pthread_mutex_unlock(&lock);
-      snprintf(msg, n, "the self-check of the %s fast path: %s: %s", arch, what,
-               hipGetErrorString(e));
-      return M3IDX_ERR_DEVICE;
-    }
-    verdict[device] = same ? 1 : 2;
-    if (same) {
-      snprintf(reason[device], sizeof reason[device], "%s fast path: %s", arch, fast);
-    } else {
-      snprintf(reason[device], sizeof reason[device],
-               "device %d (%s): the fast path (%s) differs from the plain path on the "
-               "self-check batch (%s); the plain path runs",
-               device, arch, fast, diff);
-      fprintf(stderr, "m3idx: %s\n", reason[device]);
-    }
-  }
-  const int ok = verdict[device] == 1;
-  if (!ok && strcmp(want, "fast") == 0)
-    snprintf(msg, n, "M3IDX_HIP_PATH is fast, but %s", reason[device]);
-  pthread_mutex_unlock(&lock);
-  if (ok)
-    *path = run;
-  return ok || strcmp(want, "fast") != 0 ? M3IDX_OK : M3IDX_ERR_BACKEND_UNAVAILABLE;
-}
-
-int m3idx_gpu_path_verdict(int device, char *why, size_t n) {
-  if (device < 0 || device >= MAX_DEVICES)
-    return -1;
-  pthread_mutex_lock(&lock);
-  const int v = verdict[device];
-  snprintf(why, n, "%s", v ? reason[device] : "not checked");
-  pthread_mutex_unlock(&lock);
-  return v == 0 ? -1 : v == 1 ? 1 : 0;
-}
-
-void m3idx_gpu_break_fast_path(int on) {
-  pthread_mutex_lock(&lock);
-  broken = on != 0;
-  memset(verdict, 0, sizeof verdict);
-  pthread_mutex_unlock(&lock);
 }

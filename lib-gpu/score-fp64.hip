@@ -13,12 +13,9 @@
  * allow it (lib/spec-rules.h), or take the exact fixed-point path.  The
  * warp keeps the best fp64 sum and the best exactly rounded logit, and
  * rounds the sum once a block.  A block's four warps share its items.
- * The kernels are built for each path of kernels.h (P): the plain one,
- * and the target's fast one (NVIDIA's integer filter, gfx950's decode and
- * lane swaps).  On NVIDIA's fast path, decode with several pairs a
- * request and prefill go to the tensor cores instead (score-mma.hip),
- * and decode with one pair a request, on sm_90 and later, to the kernel
- * that stages its pages in shared memory (score-staged.hip).
+ * The kernels are built for each path of kernels.h (P): the plain row of
+ * the pick table, and the target's fast row (NVIDIA's integer filter,
+ * gfx950's decode and lane swaps).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -117,58 +114,36 @@ template <int P> __global__ void FP64_BOUNDS score_prefill_fp64(gpu_call c, int 
     }
 }
 
-hipError_t m3idx_gpu_score_decode(const struct gpu_call *c, const int32_t *map, int capacity,
-                                  hipStream_t s) {
-  if (capacity <= 0)
-    return hipSuccess;
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  /* Several pairs a request: the tensor cores filter them together. */
-  if (c->path != M3IDX_GPU_PATH_PLAIN && c->query_len * c->num_heads >= 2)
-    return m3idx_gpu_score_decode_mma(c, map, capacity, s);
-  /* One pair: its pages staged in shared memory, where the target can. */
-  if (c->path != M3IDX_GPU_PATH_PLAIN && c->staged_grid > 0)
-    return m3idx_gpu_score_decode_staged(c, map, capacity, s);
-#endif
-  const int grid = capacity < c->one_grid ? capacity : c->one_grid;
-  with_path(c->path, [&](auto p) {
+/* The launchers of the plain row and of the fast rows that score on the
+ * vector units (kernel-pick.hip). */
+#define FP64_PATHS M3IDX_GPU_PATH_PLAIN, M3IDX_GPU_PATH_FAST, M3IDX_GPU_PATH_FAST_BROKEN
+
+hipError_t m3idx_gpu_decode_fp64(const gpu_call &c, const int32_t *map, int capacity,
+                                 hipStream_t s) {
+  const int grid = capacity < c.grid ? capacity : c.grid;
+  on_path<FP64_PATHS>(c.path, [&](auto p) {
     hipLaunchKernelGGL(score_decode_fp64<decltype(p)::value>, dim3(grid), dim3(FP64_THREADS), 0,
-                       s, *c, map, capacity);
+                       s, c, map, capacity);
   });
   return hipGetLastError();
 }
 
-hipError_t m3idx_gpu_score_decode_setup(int path, int *grid) {
-  int device = 0, sms = 0, per_sm = 0;
-  hipError_t e = hipGetDevice(&device);
-  if (e == hipSuccess)
-    e = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
-  if (e == hipSuccess)
-    with_path(path, [&](auto p) {
-      e = hipOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, score_decode_fp64<decltype(p)::value>, FP64_THREADS, 0);
-    });
-  *grid = M3IDX_GPU_DECODE_WAVES * (sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
+hipError_t m3idx_gpu_setup_fp64(int path, int *grid) {
+  hipError_t e = hipSuccess;
+  on_path<FP64_PATHS>(path, [&](auto p) {
+    e = m3idx_gpu_decode_grid((const void *)score_decode_fp64<decltype(p)::value>, FP64_THREADS,
+                              0, grid);
+  });
   return e;
 }
 
-hipError_t m3idx_gpu_score_prefill(const struct gpu_call *c, hipStream_t s) {
-  if (c->num_rows == 0)
-    return hipSuccess;
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  if (c->path != M3IDX_GPU_PATH_PLAIN)
-    return m3idx_gpu_score_prefill_mma(c, s);
-#endif
-  const long long ntiles = ((long long)c->num_rows * c->num_heads + PREFILL_PAIRS - 1) / PREFILL_PAIRS;
-  const dim3 grid((unsigned)((c->width + PREFILL_BLOCKS - 1) / PREFILL_BLOCKS),
+hipError_t m3idx_gpu_prefill_fp64(const gpu_call &c, hipStream_t s) {
+  const long long ntiles = ((long long)c.num_rows * c.num_heads + PREFILL_PAIRS - 1) / PREFILL_PAIRS;
+  const dim3 grid((unsigned)((c.width + PREFILL_BLOCKS - 1) / PREFILL_BLOCKS),
                   (unsigned)(ntiles < 65535 ? ntiles : 65535));
-  const auto launch = [&](auto p) {
-    hipLaunchKernelGGL(score_prefill_fp64<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, *c,
+  on_path<FP64_PATHS>(c.path, [&](auto p) {
+    hipLaunchKernelGGL(score_prefill_fp64<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, c,
                        (int)ntiles);
-  };
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  launch(path_type<M3IDX_GPU_PATH_PLAIN>()); /* the fast path went to the tensor cores */
-#else
-  with_path(c->path, launch);
-#endif
+  });
   return hipGetLastError();
 }

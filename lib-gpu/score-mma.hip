@@ -306,31 +306,45 @@ __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(2))
   }
 }
 
-hipError_t m3idx_gpu_score_prefill_mma(const struct gpu_call *c, hipStream_t s) {
-  const long long ntiles = ((long long)c->num_rows * c->num_heads + MMA_PAIRS - 1) / MMA_PAIRS;
-  const dim3 grid((unsigned)((c->width + MMA_PREFILL_BLOCKS - 1) / MMA_PREFILL_BLOCKS),
+/* The launchers of the pick table's mma row (kernel-pick.hip). */
+#define MMA_PATHS M3IDX_GPU_PATH_FAST, M3IDX_GPU_PATH_FAST_BROKEN
+
+hipError_t m3idx_gpu_prefill_mma(const gpu_call &c, hipStream_t s) {
+  const long long ntiles = ((long long)c.num_rows * c.num_heads + MMA_PAIRS - 1) / MMA_PAIRS;
+  const dim3 grid((unsigned)((c.width + MMA_PREFILL_BLOCKS - 1) / MMA_PREFILL_BLOCKS),
                   (unsigned)(ntiles < 65535 ? ntiles : 65535));
-  with_fast_path(c->path, [&](auto p) {
-    hipLaunchKernelGGL(score_prefill_mma<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, *c,
+  on_path<MMA_PATHS>(c.path, [&](auto p) {
+    hipLaunchKernelGGL(score_prefill_mma<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, c,
                        (int)ntiles);
   });
   return hipGetLastError();
 }
 
-hipError_t m3idx_gpu_score_decode_mma(const struct gpu_call *c, const int32_t *map, int capacity,
-                                      hipStream_t s) {
-  const int grid = capacity < c->one_grid ? capacity : c->one_grid;
+hipError_t m3idx_gpu_decode_mma(const gpu_call &c, const int32_t *map, int capacity,
+                                hipStream_t s) {
+  const int grid = capacity < c.grid ? capacity : c.grid;
   const dim3 g(grid), blk(FP64_THREADS);
-  const bool one_quad = c->query_len * c->num_heads <= 4;
-  with_fast_path(c->path, [&](auto p) {
+  const bool one_quad = c.query_len * c.num_heads <= 4;
+  on_path<MMA_PATHS>(c.path, [&](auto p) {
     if (one_quad)
-      hipLaunchKernelGGL((score_decode_mma<decltype(p)::value, 1>), g, blk, 0, s, *c, map,
+      hipLaunchKernelGGL((score_decode_mma<decltype(p)::value, 1>), g, blk, 0, s, c, map,
                          capacity);
     else
-      hipLaunchKernelGGL((score_decode_mma<decltype(p)::value, 2>), g, blk, 0, s, *c, map,
+      hipLaunchKernelGGL((score_decode_mma<decltype(p)::value, 2>), g, blk, 0, s, c, map,
                          capacity);
   });
   return hipGetLastError();
+}
+
+/* The grid of the kernel with more quads (as many blocks stay resident for
+ * either: both are held to FP64_BOUNDS' registers). */
+hipError_t m3idx_gpu_setup_mma(int path, int *grid) {
+  hipError_t e = hipSuccess;
+  on_path<MMA_PATHS>(path, [&](auto p) {
+    e = m3idx_gpu_decode_grid((const void *)score_decode_mma<decltype(p)::value, 2>,
+                              FP64_THREADS, 0, grid);
+  });
+  return e;
 }
 
 #endif /* M3IDX_HIP_PLATFORM_NVIDIA */

@@ -203,7 +203,7 @@ template <int P> M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, lo
   for (int i = 0; i < 4; i++) {
     const int d = 4 * lane + i;
     const long long at = pair * M3IDX_HEAD_DIM + d;
-    const float v = c.dtype == 1 ? m3idx__bf16_value(((const uint16_t *)c.query)[at])
+    const float v = c.query_dtype == M3IDX_DTYPE_BF16 ? m3idx__bf16_value(((const uint16_t *)c.query)[at])
                                  : m3idx__e4m3_value(((const uint8_t *)c.query)[at]);
     wq.qf[d] = v;
     abs_sum += fabsf(v);

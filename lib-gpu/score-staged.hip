@@ -168,45 +168,39 @@ __global__ void __launch_bounds__(FP64_THREADS) score_decode_staged(gpu_call c, 
 #endif
 }
 
-hipError_t m3idx_gpu_score_decode_staged(const struct gpu_call *c, const int32_t *map,
-                                         int capacity, hipStream_t s) {
-  const int grid = capacity < c->staged_grid ? capacity : c->staged_grid;
-  with_fast_path(c->path, [&](auto p) {
+/* The launcher of the pick table's staged row (kernel-pick.hip). */
+#define STAGED_PATHS M3IDX_GPU_PATH_FAST, M3IDX_GPU_PATH_FAST_BROKEN
+
+hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int capacity,
+                                   hipStream_t s) {
+  const int grid = capacity < c.grid ? capacity : c.grid;
+  on_path<STAGED_PATHS>(c.path, [&](auto p) {
     hipLaunchKernelGGL(score_decode_staged<decltype(p)::value>, dim3(grid), dim3(FP64_THREADS),
-                       sizeof(staged_smem), s, *c, map, capacity);
+                       sizeof(staged_smem), s, c, map, capacity);
   });
   return hipGetLastError();
 }
 
-hipError_t m3idx_gpu_score_decode_staged_setup(int path, int *grid) {
+/* *grid 0 where the kernel cannot run: a build for a target before sm_90
+ * (whose kernel is empty), or a device that cannot give a block
+ * sizeof(staged_smem) bytes (the refusal is cleared, not reported). */
+hipError_t m3idx_gpu_setup_staged(int path, int *grid) {
   *grid = 0;
-  if (path == M3IDX_GPU_PATH_PLAIN)
-    return hipSuccess;
-  int device = 0, sms = 0, per_sm = 0;
-  hipError_t e = hipGetDevice(&device);
-  if (e == hipSuccess)
-    e = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
-  with_fast_path(path, [&](auto p) {
+  hipError_t e = hipSuccess;
+  on_path<STAGED_PATHS>(path, [&](auto p) {
     const auto kernel = score_decode_staged<decltype(p)::value>;
     hipFuncAttributes fa;
-    if (e == hipSuccess)
-      e = hipFuncGetAttributes(&fa, (const void *)kernel);
-    /* A build for an older target has an empty kernel: not used. */
-    if (e == hipSuccess && fa.binaryVersion < 90)
-      sms = 0;
-    /* A device that cannot give a block sizeof(staged_smem) bytes keeps
-       the unstaged kernel: the refusal is cleared, not reported. */
-    if (e == hipSuccess && sms > 0 &&
-        (hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)sizeof(staged_smem)) != hipSuccess ||
-         hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, FP64_THREADS,
-                                                      sizeof(staged_smem)) != hipSuccess)) {
+    e = hipFuncGetAttributes(&fa, (const void *)kernel);
+    if (e != hipSuccess || fa.binaryVersion < 90)
+      return;
+    if (hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)sizeof(staged_smem)) != hipSuccess ||
+        m3idx_gpu_decode_grid((const void *)kernel, FP64_THREADS, sizeof(staged_smem), grid) !=
+            hipSuccess) {
       (void)hipGetLastError();
-      per_sm = 0;
+      *grid = 0;
     }
   });
-  if (e == hipSuccess && sms > 0 && per_sm > 0)
-    *grid = M3IDX_GPU_DECODE_WAVES * sms * per_sm;
   return e;
 }
 

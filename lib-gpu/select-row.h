@@ -81,7 +81,7 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
   const int t = threadIdx.x;
   if (n < 0)
     return; /* bad lengths: reported, nothing written */
-  const long long off = ((long long)h * c.num_rows + row) * c.stride;
+  const long long off = ((long long)h * c.num_rows + row) * c.score_stride;
   const float *in = scores_in + off;
   if (pin && write_pinned)
     for (int b = t; b < n; b += SELECT_THREADS)

@@ -17,12 +17,12 @@ pin_topk_kernel(gpu_call c, const float *scores_in, int pin, int write_pinned, i
   select_row(sm, c, sm.n, blockIdx.x, blockIdx.y, scores_in, pin, write_pinned, topk);
 }
 
-hipError_t m3idx_gpu_pin_topk(const struct gpu_call *c, const float *scores_in, int pin,
+hipError_t m3idx_gpu_pin_topk(const gpu_call &c, const float *scores_in, int pin,
                               int write_pinned, int32_t *topk, hipStream_t s) {
-  if (c->num_rows == 0)
+  if (c.num_rows == 0)
     return hipSuccess;
-  dim3 grid(c->num_rows, c->num_heads);
-  hipLaunchKernelGGL(pin_topk_kernel, grid, dim3(SELECT_THREADS), 0, s, *c, scores_in, pin,
+  dim3 grid(c.num_rows, c.num_heads);
+  hipLaunchKernelGGL(pin_topk_kernel, grid, dim3(SELECT_THREADS), 0, s, c, scores_in, pin,
                      write_pinned, topk);
   return hipGetLastError();
 }

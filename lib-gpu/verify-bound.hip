@@ -11,7 +11,7 @@
 #include "verify-rules.h"
 
 __global__ void __launch_bounds__(128)
-    bound_kernel(const struct gpu_call c, const int32_t *items, long long count,
+    bound_kernel(const gpu_call c, const int32_t *items, long long count,
                  double *terms) {
   __shared__ float amax_part[128];
   __shared__ uint32_t qi[128];
@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(128)
   for (long long i = blockIdx.x; i < count; i += gridDim.x) {
     const int32_t qrow = items[3 * i], page = items[3 * i + 1], keys = items[3 * i + 2];
     const long long e = (long long)qrow * M3IDX_HEAD_DIM + t;
-    const float q = c.dtype == M3IDX_DTYPE_BF16
+    const float q = c.query_dtype == M3IDX_DTYPE_BF16
                         ? m3idx__bf16_value(((const uint16_t *)c.query)[e])
                         : m3idx__e4m3_value(((const uint8_t *)c.query)[e]);
     amax_part[t] = q != q ? q : fabsf(q);
@@ -66,12 +66,12 @@ __global__ void __launch_bounds__(128)
   }
 }
 
-hipError_t m3idx_gpu_bound_terms(const struct gpu_call *c, const int32_t *items,
+hipError_t m3idx_gpu_bound_terms(const gpu_call &c, const int32_t *items,
                                  long long count, double *terms, hipStream_t s) {
   if (count == 0)
     return hipSuccess;
   const long long grid = count < 65535 ? count : 65535;
-  hipLaunchKernelGGL(bound_kernel, dim3((unsigned)grid), dim3(128), 0, s, *c, items, count,
+  hipLaunchKernelGGL(bound_kernel, dim3((unsigned)grid), dim3(128), 0, s, c, items, count,
                      terms);
   return hipGetLastError();
 }

@@ -122,7 +122,7 @@ M3IDX_DEV float query_element(const gpu_call &c, int row, int h, float *part) {
   if (t >= M3IDX_HEAD_DIM)
     return 0.0f;
   const long long e = ((long long)row * c.num_heads + h) * M3IDX_HEAD_DIM + t;
-  const float v = c.dtype == M3IDX_DTYPE_BF16
+  const float v = c.query_dtype == M3IDX_DTYPE_BF16
                       ? m3idx__bf16_value(((const uint16_t *)c.query)[e])
                       : m3idx__e4m3_value(((const uint8_t *)c.query)[e]);
   part[t] = v != v ? v : fabsf(v);
@@ -548,25 +548,25 @@ __global__ void __launch_bounds__(VERIFY_THREADS) all_terms_kernel(const gpu_cal
     terms[(hr * c.width + b0) * 2 + t] = m3idx__bits_to_double(best[t / 2][t % 2]);
 }
 
-hipError_t m3idx_gpu_verify_rows(const struct gpu_call *c, float *ref, int32_t *ref_ids,
+hipError_t m3idx_gpu_verify_rows(const gpu_call &c, float *ref, int32_t *ref_ids,
                                  const int32_t *cand, const float *cand_scores,
                                  long long cand_stride, const m3idx_verify_options *o,
                                  m3idx_verify_row *rows, double *row_dev, unsigned *err_seen,
                                  uint8_t *done, double *terms, hipStream_t s) {
-  if (c->num_rows == 0 || c->num_heads == 0)
+  if (c.num_rows == 0 || c.num_heads == 0)
     return hipSuccess;
   if (terms != NULL) {
     hipLaunchKernelGGL(all_terms_kernel,
-                       dim3((unsigned)((long long)c->num_rows * c->num_heads),
-                            (unsigned)((c->width + TERMS_BLOCKS - 1) / TERMS_BLOCKS)),
-                       dim3(VERIFY_THREADS), 0, s, *c, terms);
+                       dim3((unsigned)((long long)c.num_rows * c.num_heads),
+                            (unsigned)((c.width + TERMS_BLOCKS - 1) / TERMS_BLOCKS)),
+                       dim3(VERIFY_THREADS), 0, s, c, terms);
     const hipError_t e = hipGetLastError();
     if (e != hipSuccess)
       return e;
   }
   const verify_args v = {ref, ref_ids, cand, cand_scores, cand_stride, terms, rows, row_dev,
                          err_seen, done};
-  hipLaunchKernelGGL(verify_rows_kernel, dim3(c->num_rows, c->num_heads),
-                     dim3(VERIFY_THREADS), 0, s, *c, v, *o);
+  hipLaunchKernelGGL(verify_rows_kernel, dim3(c.num_rows, c.num_heads),
+                     dim3(VERIFY_THREADS), 0, s, c, v, *o);
   return hipGetLastError();
 }

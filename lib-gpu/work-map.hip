@@ -59,8 +59,8 @@ work_map_kernel(gpu_call c, int32_t *map, int capacity, int chunk) {
   }
 }
 
-hipError_t m3idx_gpu_work_map(const struct gpu_call *c, int32_t *map, int capacity, int chunk,
+hipError_t m3idx_gpu_work_map(const gpu_call &c, int32_t *map, int capacity, int chunk,
                               hipStream_t s) {
-  hipLaunchKernelGGL(work_map_kernel, dim3(1), dim3(MAP_THREADS), 0, s, *c, map, capacity, chunk);
+  hipLaunchKernelGGL(work_map_kernel, dim3(1), dim3(MAP_THREADS), 0, s, c, map, capacity, chunk);
   return hipGetLastError();
 }

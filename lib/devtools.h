@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define M3IDX_DEVTOOLS_ABI 3
+#define M3IDX_DEVTOOLS_ABI 4
 #define M3IDX_DEVTOOLS_ENTRY "m3idx_plugin_devtools"
 
 struct m3idx_devtools {
@@ -63,6 +63,10 @@ struct m3idx_devtools {
   /* The scoring path of device's contexts: 1 fast, 0 plain, -1 not yet
    * decided; why receives the fast path's name or why it is not used. */
   int (*scoring_path)(int device, char *why, size_t n);
+  /* The name of row i of the scoring kernels' pick table (what
+   * M3IDX_HIP_PATH takes), fastest first; NULL past the last (the plain
+   * row). */
+  const char *(*scoring_kernel)(int i);
 };
 
 /* The loaded HIP plugin's developer tools, checked (ABI, no NULL member);

@@ -613,7 +613,35 @@ START_TEST(fast_path_guard) {
 }
 END_TEST
 
-/* M3IDX_HIP_PATH takes plain, fast or auto; anything else fails creation
+/* Every row of the pick table, named by M3IDX_HIP_PATH (with the plain
+ * row beside it for the shapes it does not take), gives the CPU's bytes
+ * on every pattern; a row this device cannot run refuses the context and
+ * says so. */
+START_TEST(every_kernel_by_name) {
+  const char *name = dt->scoring_kernel(_i);
+  if (name == NULL)
+    return; /* the table has fewer rows than the loop */
+  setenv("M3IDX_HIP_PATH", name, 1);
+  m3idx_options o;
+  m3idx_context *g = NULL;
+  m3idx_options_init(&o);
+  o.backend = M3IDX_BACKEND_HIP;
+  const m3idx_status rc = m3idx_context_create(&o, &g);
+  m3idx_context_destroy(g);
+  if (rc == M3IDX_ERR_BACKEND_UNAVAILABLE &&
+      strstr(m3idx_last_error(NULL), "cannot run it") != NULL) {
+    printf("check-gpu: kernel %s: %s\n", name, m3idx_last_error(NULL));
+  } else {
+    ck_assert_msg(rc == M3IDX_OK, "M3IDX_HIP_PATH=%s: %s", name, m3idx_last_error(NULL));
+    for (int i = 0; i < patterns_total(); i++)
+      patterns_run(i, 0, hip_vs_cpu, NULL);
+    printf("check-gpu: kernel %s: every pattern gives the CPU's bytes\n", name);
+  }
+  unsetenv("M3IDX_HIP_PATH");
+}
+END_TEST
+
+/* M3IDX_HIP_PATH takes plain, fast, auto or a kernel's name; anything else fails creation
  * with a message that names it. */
 START_TEST(hip_path_variable) {
   m3idx_options o;
@@ -655,6 +683,7 @@ int main(void) {
   tcase_add_test(t, device_call_failure);
   tcase_add_test(t, fast_path_guard);
   tcase_add_test(t, hip_path_variable);
+  tcase_add_loop_test(t, every_kernel_by_name, 0, 8);
   suite_add_tcase(s, t);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK); /* HIP breaks in a forked child */
