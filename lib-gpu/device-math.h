@@ -18,6 +18,13 @@ M3IDX_DEV float bits_f(uint32_t u) { return __uint_as_float(u); }
 M3IDX_DEV uint32_t f_bits(float f) { return __float_as_uint(f); }
 M3IDX_DEV float nan_f() { return __uint_as_float(M3IDX_NAN_BITS); }
 
+/* A code word as the broken path reads it: each byte's nibbles swapped. */
+template <int P> M3IDX_DEV uint32_t path_word(uint32_t w) {
+  if (P == M3IDX_GPU_PATH_FAST_BROKEN)
+    return ((w >> 4) & 0x0f0f0f0fu) | ((w & 0x0f0f0f0fu) << 4);
+  return w;
+}
+
 /* Write the block score: clamped (SPEC section 6); an all-NaN block
  * scores the one quiet NaN 0x7fc00000 on every backend (on the integer
  * bits, since LLVM treats NaN payloads as unspecified and may fold a

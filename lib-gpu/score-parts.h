@@ -1,9 +1,11 @@
 /*
  * score-parts.h - what the scoring kernels share (score-fp64.hip, and
- * score-mma.hip and score-staged.hip on NVIDIA): the paths of kernels.h,
- * the warp's query with its filter bound and row cut, the page maximum,
- * the filters of one key, the warp's exact fp64 sum of a candidate key,
- * and one pair's best key of a page.
+ * score-mma.hip and score-staged.hip on NVIDIA), portable: warp folds,
+ * the warp's query with its filter bound, the page maximum, the fp32
+ * filter of one key, the warp's exact fp64 sum of a candidate key, and one
+ * pair's best key of a page.  Each vendor's own instructions are in its
+ * room (vendor-nvidia.h, vendor-gfx950.h), called where its path macro
+ * holds.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -17,37 +19,14 @@
 #define FP64_THREADS 128
 #define FP64_WARPS (FP64_THREADS / 32)
 
-/* On NVIDIA at most 80 registers, so that 6 blocks (24 warps) fit an SM:
- * the kernels wait on memory more than they issue (ncu, 82 registers: 18
- * warps active, 0.64 instructions a cycle a scheduler).  AMD's second
- * launch bound means waves per SIMD: there the kernels keep their
- * registers (2 waves a SIMD). */
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-#define FP64_BOUNDS __launch_bounds__(FP64_THREADS, 6)
-#else
+#include "vendor-gfx950.h"
+#include "vendor-nvidia.h"
+
+/* AMD's second launch bound would mean waves per SIMD: the kernels keep
+ * their registers there (2 waves a SIMD); NVIDIA's is its room's. */
+#ifndef FP64_BOUNDS
 #define FP64_BOUNDS __launch_bounds__(FP64_THREADS)
 #endif
-
-/* What path P uses: NVIDIA's fast path filters with integers (prmt, dp4a),
- * gfx950's decodes codes with v_cvt_scalef32_pk_f32_fp4 and takes maxima
- * across the two 16-lane rows of a warp with v_permlane16_swap. */
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-#define INT_FILTER(P) ((P) != M3IDX_GPU_PATH_PLAIN)
-#else
-#define INT_FILTER(P) false
-#endif
-#if defined(__gfx950__)
-#define GFX950_OPS(P) ((P) != M3IDX_GPU_PATH_PLAIN)
-#else
-#define GFX950_OPS(P) false
-#endif
-
-/* A code word as the broken path reads it: each byte's nibbles swapped. */
-template <int P> M3IDX_DEV uint32_t path_word(uint32_t w) {
-  if (P == M3IDX_GPU_PATH_FAST_BROKEN)
-    return ((w >> 4) & 0x0f0f0f0fu) | ((w & 0x0f0f0f0fu) << 4);
-  return w;
-}
 
 /* f folded over the warp's 32 lanes (f a max or min: any order gives the
  * same value).  gfx950's fast path takes the last step, between the rows
@@ -58,56 +37,34 @@ template <int P, class T, class F> M3IDX_DEV T warp_fold(T v, F f) {
   for (int m = 1; m < rows; m <<= 1)
     v = f(v, M3IDX_SHFL_XOR(v, m));
 #if defined(__gfx950__)
-  if constexpr (rows == 16) {
-    const uint32_t u = __builtin_bit_cast(uint32_t, v);
-    const auto s = __builtin_amdgcn_permlane16_swap(u, u, false, false);
-    v = f(__builtin_bit_cast(T, (uint32_t)s[0]), __builtin_bit_cast(T, (uint32_t)s[1]));
-  }
+  if constexpr (rows == 16)
+    v = gfx950_fold_rows(v, f);
 #endif
   return v;
 }
 #define MAX_OF(T) [](T a, T b) { return max(a, b); }
 #define MIN_OF(T) [](T a, T b) { return min(a, b); }
 
-/* The largest and smallest of an integer over the warp: one redux.sync
- * on NVIDIA (sm_80 and later) instead of five shuffles and maxima. */
-template <int P, class T> M3IDX_DEV T warp_max(T v) {
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA) && __CUDA_ARCH__ >= 800
-  return __reduce_max_sync(0xffffffffu, v);
+/* The largest and smallest over the warp (an integer), and the largest
+ * float: NVIDIA's room has them by redux.sync. */
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+template <int P, class T> M3IDX_DEV T warp_max(T v) { return nv_warp_max(v); }
+template <int P, class T> M3IDX_DEV T warp_min(T v) { return nv_warp_min(v); }
+template <int P> M3IDX_DEV float warp_max_float(float v) { return nv_warp_max_float(v); }
 #else
-  return warp_fold<P>(v, MAX_OF(T));
-#endif
-}
-template <int P, class T> M3IDX_DEV T warp_min(T v) {
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA) && __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(0xffffffffu, v);
-#else
-  return warp_fold<P>(v, MIN_OF(T));
-#endif
-}
-
-/* The largest of a float over the warp; on NVIDIA its bits taken to an
- * integer of the same order (negative values' magnitude bits flipped),
- * so that redux.sync finds it (there a NaN may come out, which the
- * filter's callers take as no bound: floor_of). */
+template <int P, class T> M3IDX_DEV T warp_max(T v) { return warp_fold<P>(v, MAX_OF(T)); }
+template <int P, class T> M3IDX_DEV T warp_min(T v) { return warp_fold<P>(v, MIN_OF(T)); }
 template <int P> M3IDX_DEV float warp_max_float(float v) {
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA) && __CUDA_ARCH__ >= 800
-  const int b = __float_as_int(v);
-  const int m = __reduce_max_sync(0xffffffffu, b < 0 ? b ^ 0x7fffffff : b);
-  return __int_as_float(m < 0 ? m ^ 0x7fffffff : m);
-#else
   return warp_fold<P>(v, [](float x, float y) { return fmaxf(x, y); });
-#endif
 }
+#endif
 
 struct alignas(16) warp_query { /* qf is read as float4 */
   float qf[M3IDX_HEAD_DIM];
   int spread;  /* m3idx__spread_allowed of the pair's row */
   float bound; /* lane_filter's error bound for this row; +inf: no filter */
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  /* The row cut for the integer filter (fast path): Q = q * 2^(13 - Hq) truncated
-     (|Q| < 2^14), in two signed 8-bit digit planes, Q = 256 hi + lo; word
-     w of a plane holds elements 4w .. 4w + 3; bias: 12 * sum Q a group. */
+  /* The row cut for the integer filter (fast path; cut_row). */
   alignas(16) int32_t lo[32];
   alignas(16) int32_t hi[32];
   int32_t bias[4];
@@ -157,41 +114,6 @@ template <int P> M3IDX_DEV float filter_bound(float abs_sum) {
   return INT_FILTER(P) ? (float)M3IDX_CUT_ERROR : FILTER_REL * 6.0f * abs_sum + FILTER_ABS;
 }
 
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-/* Lane l cuts elements 4l .. 4l + 3 of the row in wq.qf (a row with NaN
- * or inf elements is not filtered; its digits are not used). */
-M3IDX_DEV void cut_row(warp_query &wq) {
-  const int lane = threadIdx.x & 31;
-  uint32_t top = 0u;
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    top = max(top, f_bits(wq.qf[4 * lane + i]) & 0x7fffffffu);
-  top = warp_max<M3IDX_GPU_PATH_PLAIN>(top);
-  const int32_t hq = m3idx__cut_exponent(top);
-  uint32_t lo = 0u, hi = 0u;
-  int sum = 0;
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    const float q = wq.qf[4 * lane + i];
-    const int32_t v = (f_bits(q) & 0x7fffffffu) >= 0x7f800000u ? 0 : m3idx__cut_q(q, hq, 0);
-    lo |= m3idx__cut_lo(v) << (8 * i);
-    hi |= m3idx__cut_hi(v) << (8 * i);
-    sum += v;
-  }
-  wq.lo[lane] = (int32_t)lo;
-  wq.hi[lane] = (int32_t)hi;
-  for (int m = 1; m < 8; m <<= 1)
-    sum += M3IDX_SHFL_XOR(sum, m);
-  if ((lane & 7) == 0)
-    wq.bias[lane >> 3] = M3IDX_CUT_CODE_BIAS * sum;
-}
-
-M3IDX_DEV int dot4_u8s8(uint32_t a, int32_t b, int c) {
-  int d;
-  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-#endif
 
 /* The pair's 128 query elements into the warp's buffer, with the row's
  * spread allowance (every lane of the warp takes part). */
@@ -223,7 +145,7 @@ template <int P> M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, lo
     abs_sum += M3IDX_SHFL_XOR(abs_sum, m);
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   if (INT_FILTER(P))
-    cut_row(wq);
+    cut_row(wq.qf, wq.lo, wq.hi, wq.bias);
 #endif
   if (lane == 0) {
     wq.spread = m3idx__spread_allowed(hi, lo, special);
@@ -334,14 +256,6 @@ M3IDX_DEV float group_scale(uint32_t scales, int g, int emax) {
   return pow2_f((int)((scales >> (8 * g)) & 255u) - emax);
 }
 
-/* group_scale for the integer filters (score_pair's and score_quads'):
- * below fp32's normals 2^-126, not 0.  An integer group sum |S| < 2^23
- * times it is exact either way, and the factor's excess, below 2^-103, is
- * inside the bound's allowance for factors under the normals
- * (lib/filter-cut.h); one max, no select. */
-M3IDX_DEV float int_group_scale(uint32_t scales, int g, int emax) {
-  return bits_f((uint32_t)max((int)((scales >> (8 * g)) & 255u) + (127 - emax), 1) << 23);
-}
 
 /* The largest byte of a key's scale word but 255 (0 if every byte is 255):
  * that key's share of the page's emax. */
@@ -364,15 +278,7 @@ M3IDX_DEV int lane_scale_max(const uint32_t scales[4], int nkeys, int &valid) {
   for (int i = 0; i < 4; i++)
     valid |= (int)(lane + 32 * i < nkeys) << i;
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-  uint32_t h[8];
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    h[2 * i] = scales[i] & 0x00ff00ffu;
-    h[2 * i + 1] = (scales[i] >> 8) & 0x00ff00ffu;
-  }
-  const uint32_t m = __vmaxu2(__vimax3_u16x2(h[0], h[1], h[2]),
-                              __vimax3_u16x2(__vimax3_u16x2(h[3], h[4], h[5]), h[6], h[7]));
-  const int top = (int)max(m & 0xffffu, m >> 16);
+  const int top = nv_scale_bytes_max(scales);
   if (top < 255)
     return top;
 #endif
@@ -386,85 +292,6 @@ M3IDX_DEV int lane_scale_max(const uint32_t scales[4], int nkeys, int &valid) {
   return emax;
 }
 
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
-/* The prmt tables of code_bytes, held in registers: ptxas otherwise
- * copies each constant into a register again before every prmt. */
-struct code_tables {
-  uint32_t pos, neg;
-};
-
-M3IDX_DEV code_tables code_tables_now() {
-  /* blockDim.x <= 1024, so the shift is 0, but ptxas cannot know it. */
-  const uint32_t zero = threadIdx.x >> 10;
-  return code_tables{0x0f0e0d0cu + zero, 0x090a0b0cu + zero};
-}
-
-M3IDX_DEV uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-/* Bytes of the eight codes of word w, value in halves + 12: lo of codes
- * 0..3, hi of codes 4..7.  prmt: a selector nibble of 8 or more
- * replicates the sign of the byte it names, 0 for these tables, so the
- * table of w answers the codes of sign 0 and that of w ^ 0x88888888 those
- * of sign 1.  The two answers share no byte and join by an add, and the
- * upper halves come down by a multiply-high, so that ptxas may put both
- * on the FMA pipe beside the ALU's prmt and lop3. */
-M3IDX_DEV void code_bytes(uint32_t w, const code_tables &t, uint32_t &lo, uint32_t &hi) {
-  const uint32_t x = w ^ 0x88888888u;
-  lo = prmt(t.pos, 0x18141210u, w) + prmt(t.neg, 0x00040608u, x);
-  hi = prmt(t.pos, 0x18141210u, __umulhi(w, 0x10000u)) +
-       prmt(t.neg, 0x00040608u, __umulhi(x, 0x10000u));
-}
-
-/* A of the lane's keys lane + 32 i (lib/filter-cut.h): exact integer
- * group sums, each times 2^(e_g - emax) in fp32, added group by group.
- * The loop runs over groups first, so that a group's query digits are
- * read once for the four keys and their four code loads are in flight
- * together.  STAGED: the page is in shared memory, and group 0's words
- * are loaded with the others. */
-template <int P, bool STAGED>
-M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page, const uint4 first[4],
-                               const uint32_t scales[4], int emax, float a[4]) {
-  const int lane = threadIdx.x & 31;
-  const code_tables tab = code_tables_now();
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    a[i] = 0.0f;
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    uint4 raw[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-      raw[i] = !STAGED && g == 0 ? first[i]
-                                 : *(const uint4 *)(page + 64 * (lane + 32 * i) + 16 * g);
-    const int4 l0 = *(const int4 *)&wq.lo[8 * g], l1 = *(const int4 *)&wq.lo[8 * g + 4];
-    const int4 h0 = *(const int4 *)&wq.hi[8 * g], h1 = *(const int4 *)&wq.hi[8 * g + 4];
-    const int32_t lo[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-    const int32_t hi[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-    const int bias = wq.bias[g];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const uint32_t w[4] = {path_word<P>(raw[i].x), path_word<P>(raw[i].y),
-                             path_word<P>(raw[i].z), path_word<P>(raw[i].w)};
-      int sl = 0, sh = 0;
-#pragma unroll
-      for (int j = 0; j < 4; j++) { /* word j: elements 8j .. 8j + 7 of the group */
-        uint32_t k0, k1;
-        code_bytes(w[j], tab, k0, k1);
-        sl = dot4_u8s8(k0, lo[2 * j], sl);
-        sh = dot4_u8s8(k0, hi[2 * j], sh);
-        sl = dot4_u8s8(k1, lo[2 * j + 1], sl);
-        sh = dot4_u8s8(k1, hi[2 * j + 1], sh);
-      }
-      const int sg = sh * 256 + sl - bias;
-      a[i] = fmaf((float)sg, int_group_scale(scales[i], g, emax), a[i]);
-    }
-  }
-}
-#endif
 
 /* The values of the 8 codes of word w, element order (code n in nibble
  * n): from the table, or on gfx950's fast path two a byte from
@@ -473,12 +300,7 @@ M3IDX_DEV void lane_filter_int(const warp_query &wq, const uint8_t *page, const 
 template <int P> M3IDX_DEV void code_values(const fp64_smem &sm, uint32_t w, float v[8]) {
 #if defined(__gfx950__)
   if (GFX950_OPS(P)) {
-    const auto b0 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 0);
-    const auto b1 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 1);
-    const auto b2 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 2);
-    const auto b3 = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(w, 1.0f, 3);
-    v[0] = b0[0], v[1] = b0[1], v[2] = b1[0], v[3] = b1[1];
-    v[4] = b2[0], v[5] = b2[1], v[6] = b3[0], v[7] = b3[1];
+    gfx950_code_values(w, v);
     return;
   }
 #endif
@@ -538,7 +360,7 @@ M3IDX_DEV void lane_filter(const fp64_smem &sm, const warp_query &wq, const uint
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   if (INT_FILTER(P)) {
     if (filter)
-      lane_filter_int<P, STAGED>(wq, page, first, scales, emax, a);
+      lane_filter_int<P, STAGED>(wq.lo, wq.hi, wq.bias, page, first, scales, emax, a);
 #pragma unroll
     for (int i = 0; i < 4; i++)
       a[i] = filter && ((valid >> i) & 1) ? sign * a[i] : -INFINITY;
