@@ -179,15 +179,8 @@ void m3idx__cpu_score_prefill(struct m3idx_cpu_state *s,
     m3idx_fpenv env = m3idx__fpenv_enter();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++) {
-      int32_t lo = 0, hi = c->num_reqs - 1; /* request r: prefix[r] <= it < prefix[r+1] */
-      while (lo < hi) {
-        int32_t mid = lo + (hi - lo + 1) / 2;
-        if (prefix[mid] <= it)
-          lo = mid;
-        else
-          hi = mid - 1;
-      }
-      prefill_item(s, c, lo, (int32_t)(it - prefix[lo]), scores, stride);
+      const int32_t r = m3idx__request_at64(prefix, c->num_reqs, it);
+      prefill_item(s, c, r, (int32_t)(it - prefix[r]), scores, stride);
     }
     m3idx__fpenv_leave(env);
   }

@@ -30,5 +30,5 @@ void m3idx__cpu_topk_row(const float *row, int32_t n, int32_t *ids) {
     best[i] = key;
   }
   for (int i = 0; i < M3IDX_TOPK; i++)
-    ids[i] = i < count ? (int32_t)(0xffffffffu - (uint32_t)best[i]) : -1;
+    ids[i] = i < count ? m3idx__rank_key_id(best[i]) : -1;
 }

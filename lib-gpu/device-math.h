@@ -49,17 +49,10 @@ M3IDX_DEV int row_position(const gpu_call &c, int row, int *req) {
     }
     return s - c.query_len + row % c.query_len;
   }
-  /* Prefill: the last r with cu[r] <= row (cu is read in bounds even when
-     it is not monotone; the checks below then fail). */
+  /* Prefill: the row's request (when cu is not monotone, the checks
+     below fail). */
   const int32_t *cu = c.cu_seqlens_q;
-  int lo = 0, hi = c.num_reqs - 1;
-  while (lo < hi) {
-    int mid = lo + (hi - lo + 1) / 2;
-    if (cu[mid] <= row)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
+  const int lo = m3idx__request_at(cu, c.num_reqs, row);
   *req = lo;
   int start = cu[lo], end = cu[lo + 1], ctx = c.context_lens[lo], s = c.seq_lens[lo];
   if (cu[0] != 0 || cu[c.num_reqs] != c.num_rows || start > row || row >= end || ctx < 0 ||

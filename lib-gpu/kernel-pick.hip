@@ -34,6 +34,23 @@ static bool several_pairs(const gpu_call &c) {
 }
 static bool one_pair(const gpu_call &c) { return pairs_of(c) == 1; }
 
+/* Each row's launchers, defined in its kernel's file: decode over the work
+ * map, prefill, and the setup that gives the row's decode grid (0 where
+ * it cannot run on the current device). */
+hipError_t m3idx_gpu_decode_fp64(const gpu_call &c, const int32_t *map, int capacity,
+                                 hipStream_t s);
+hipError_t m3idx_gpu_prefill_fp64(const gpu_call &c, hipStream_t s);
+hipError_t m3idx_gpu_setup_fp64(int path, int *grid);
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+hipError_t m3idx_gpu_decode_mma(const gpu_call &c, const int32_t *map, int capacity,
+                                hipStream_t s);
+hipError_t m3idx_gpu_prefill_mma(const gpu_call &c, hipStream_t s);
+hipError_t m3idx_gpu_setup_mma(int path, int *grid);
+hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int capacity,
+                                   hipStream_t s);
+hipError_t m3idx_gpu_setup_staged(int path, int *grid);
+#endif
+
 struct gpu_kernel {
   const char *name; /* what M3IDX_HIP_PATH names */
   const char *uses; /* what it runs on, for the "why" text */

@@ -67,28 +67,13 @@ inline gpu_call gpu_call_of(const struct m3idx_call *c, unsigned *err) {
 hipError_t m3idx_gpu_work_map(const gpu_call &c, int32_t *map, int capacity, int chunk,
                               hipStream_t s);
 
-/* The scoring kernels' launchers and setups, the rows of the pick table
- * (kernel-pick.hip): decode over the work map, prefill; a setup gives
- * *grid, the most blocks the row's decode launch takes, for
- * gpu_call.grid: M3IDX_GPU_DECODE_WAVES times what stays resident, so
- * that a map of up to that many entries gives each block at most one and
- * the hardware hands the blocks to SMs as they free up; fixed for the
- * context, so that graph replays see one grid; 0 where the row cannot run
- * on the current device. */
+/* A scoring kernel's decode grid (gpu_call.grid), from its setup in the
+ * pick table: M3IDX_GPU_DECODE_WAVES times the blocks that stay resident
+ * (the occupancy of kernel, threads a block, smem dynamic bytes, on the
+ * current device), so that a map of up to that many entries gives each
+ * block at most one and the hardware hands the blocks to SMs as they free
+ * up; fixed for the context, so that graph replays see one grid. */
 #define M3IDX_GPU_DECODE_WAVES 4
-hipError_t m3idx_gpu_decode_fp64(const gpu_call &c, const int32_t *map, int capacity,
-                                 hipStream_t s);
-hipError_t m3idx_gpu_prefill_fp64(const gpu_call &c, hipStream_t s);
-hipError_t m3idx_gpu_setup_fp64(int path, int *grid);
-hipError_t m3idx_gpu_decode_mma(const gpu_call &c, const int32_t *map, int capacity,
-                                hipStream_t s);
-hipError_t m3idx_gpu_prefill_mma(const gpu_call &c, hipStream_t s);
-hipError_t m3idx_gpu_setup_mma(int path, int *grid);
-hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int capacity,
-                                   hipStream_t s);
-hipError_t m3idx_gpu_setup_staged(int path, int *grid);
-/* The grid that the occupancy of kernel (threads a block, smem dynamic
- * bytes) gives on the current device (see M3IDX_GPU_DECODE_WAVES). */
 hipError_t m3idx_gpu_decode_grid(const void *kernel, int threads, size_t smem, int *grid);
 
 /* Verification's bound terms of count items {query row, page, keys}

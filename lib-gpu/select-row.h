@@ -130,7 +130,7 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
       for (int j = 0; j < gathered; j++)
         rank += sm.keys[j] > k;
       if (rank < M3IDX_TOPK)
-        out[rank] = (int32_t)(0xffffffffu - (uint32_t)k);
+        out[rank] = m3idx__rank_key_id(k);
     }
     if (t >= need && t < M3IDX_TOPK)
       out[t] = -1;
@@ -178,7 +178,7 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
     int rank = 0;
     for (int j = 0; j < need; j++)
       rank += sm.keys[j] > k;
-    out[rank] = (int32_t)(0xffffffffu - (uint32_t)k);
+    out[rank] = m3idx__rank_key_id(k);
   } else if (t < M3IDX_TOPK) {
     out[t] = -1;
   }

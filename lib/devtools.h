@@ -71,7 +71,8 @@ struct m3idx_devtools {
 
 /* The loaded HIP plugin's developer tools, checked (ABI, no NULL member);
  * NULL with *why set when the HIP backend or its tools cannot be had.
- * Exported for m3idx's bench and tests only. */
+ * Exported for m3idx's bench and tests only, in the version node
+ * M3IDX_PRIVATE (lib/libm3idx.map): no compatibility is promised. */
 M3IDX_API const struct m3idx_devtools *m3idx__plugin_devtools(const char **why);
 
 #ifdef __cplusplus

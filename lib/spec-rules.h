@@ -580,4 +580,9 @@ M3IDX_RULE uint64_t m3idx__rank_key(float score, int32_t id) {
   return ((uint64_t)k << 32) | (uint32_t)(0xffffffffu - (uint32_t)id);
 }
 
+/* The block id of a rank key. */
+M3IDX_RULE int32_t m3idx__rank_key_id(uint64_t key) {
+  return (int32_t)(0xffffffffu - (uint32_t)key);
+}
+
 #endif /* M3IDX_SPEC_RULES_H */

@@ -51,6 +51,28 @@ static inline int32_t m3idx__request_blocks(const struct m3idx_call *c, int32_t 
   return m3idx__blocks_of(c->seq_lens[r]);
 }
 
+/* The request that holds prefill row or item x: the last r < n with
+ * start[r] <= x, by binary search (start[] non-decreasing from start[0] <=
+ * x, as cu_seqlens_q is, or a prefix sum of the requests' blocks; start
+ * is read in bounds whatever it holds, and a caller that cannot trust it
+ * checks the answer).  One body for both widths of start. */
+#define M3IDX__REQUEST_AT(start, n, x)                                        \
+  {                                                                           \
+    int32_t lo = 0, hi = (n) - 1;                                             \
+    while (lo < hi) {                                                         \
+      const int32_t mid = lo + (hi - lo + 1) / 2;                             \
+      if ((start)[mid] <= (x))                                                \
+        lo = mid;                                                             \
+      else                                                                    \
+        hi = mid - 1;                                                         \
+    }                                                                         \
+    return lo;                                                                \
+  }
+M3IDX_RULE int32_t m3idx__request_at(const int32_t *start, int32_t n, int32_t x)
+    M3IDX__REQUEST_AT(start, n, x)
+M3IDX_RULE int32_t m3idx__request_at64(const int64_t *start, int32_t n, int64_t x)
+    M3IDX__REQUEST_AT(start, n, x)
+
 /* Each row's position (SPEC section 5) into pos[num_rows]. */
 static inline void m3idx__row_positions(const struct m3idx_call *c, int32_t *pos) {
   if (c->mode == M3IDX_MODE_DECODE) {

@@ -16,10 +16,15 @@
  *   cli-helper set-i32 FILE INDEX VALUE   overwrite one int32 element
  *   cli-helper zeros FILE DESCR D0 [D1 [D2]]  a zero array of that shape
  *   cli-helper fill-i32 FILE VALUE N      int32 [N], every element VALUE
+ *   cli-helper abi                        the public structs' layout, a line
+ *                                         each: "struct NAME SIZE" and
+ *                                         "field NAME.FIELD OFFSET SIZE"
+ *                                         (the Python package's test)
  *
  * SPDX-License-Identifier: MIT
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,7 +312,46 @@ static int set_i32(const char *path, long index, long value) {
   return 0;
 }
 
+/* Every field of the structs that the Python package restates. */
+#define STRUCT(T) printf("struct %s %zu\n", #T, sizeof(T))
+#define FIELD(T, f) printf("field %s.%s %zu %zu\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f))
+static int abi(void) {
+  STRUCT(m3idx_options);
+  FIELD(m3idx_options, size), FIELD(m3idx_options, backend), FIELD(m3idx_options, threads);
+  FIELD(m3idx_options, device), FIELD(m3idx_options, stream), FIELD(m3idx_options, max_reqs);
+  FIELD(m3idx_options, max_model_len), FIELD(m3idx_options, max_rows);
+  FIELD(m3idx_options, max_heads), FIELD(m3idx_options, flags);
+  STRUCT(m3idx_batch);
+  FIELD(m3idx_batch, mode), FIELD(m3idx_batch, num_reqs), FIELD(m3idx_batch, num_heads);
+  FIELD(m3idx_batch, num_rows), FIELD(m3idx_batch, max_seq_len), FIELD(m3idx_batch, seq_lens);
+  FIELD(m3idx_batch, query_len), FIELD(m3idx_batch, cu_seqlens_q);
+  FIELD(m3idx_batch, context_lens);
+  STRUCT(m3idx_kcache);
+  FIELD(m3idx_kcache, pages), FIELD(m3idx_kcache, num_pages), FIELD(m3idx_kcache, block_table);
+  FIELD(m3idx_kcache, bt_stride);
+  STRUCT(m3idx_query);
+  FIELD(m3idx_query, data), FIELD(m3idx_query, dtype), FIELD(m3idx_query, scale);
+  STRUCT(m3idx_verify_options);
+  FIELD(m3idx_verify_options, size), FIELD(m3idx_verify_options, order);
+  FIELD(m3idx_verify_options, query_rounding), FIELD(m3idx_verify_options, tolerance_rel);
+  FIELD(m3idx_verify_options, tolerance_ulps), FIELD(m3idx_verify_options, flags);
+  FIELD(m3idx_verify_options, work_map), FIELD(m3idx_verify_options, work_map_capacity);
+  STRUCT(m3idx_verify_row);
+  FIELD(m3idx_verify_row, verdict), FIELD(m3idx_verify_row, reason);
+  FIELD(m3idx_verify_row, slot), FIELD(m3idx_verify_row, block_a);
+  FIELD(m3idx_verify_row, block_b), FIELD(m3idx_verify_row, gap);
+  STRUCT(m3idx_verify_summary);
+  FIELD(m3idx_verify_summary, rows), FIELD(m3idx_verify_summary, exact);
+  FIELD(m3idx_verify_summary, equivalent), FIELD(m3idx_verify_summary, wrong);
+  FIELD(m3idx_verify_summary, max_score_deviation);
+  return 0;
+}
+#undef STRUCT
+#undef FIELD
+
 int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "abi"))
+    return abi();
   if (argc == 5 && !strcmp(argv[1], "gen"))
     return gen(argv[2], argv[3], strtoull(argv[4], NULL, 10));
   if (argc == 5 && !strcmp(argv[1], "keys"))
