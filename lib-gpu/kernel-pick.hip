@@ -45,7 +45,6 @@ hipError_t m3idx_gpu_setup_fp64(int path, int *grid);
 hipError_t m3idx_gpu_decode_mma(const gpu_call &c, const int32_t *map, int capacity,
                                 hipStream_t s);
 hipError_t m3idx_gpu_prefill_mma(const gpu_call &c, hipStream_t s);
-hipError_t m3idx_gpu_setup_mma(int path, int *grid);
 hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int capacity,
                                    hipStream_t s);
 hipError_t m3idx_gpu_setup_staged(int path, int *grid);
@@ -63,8 +62,11 @@ struct gpu_kernel {
 
 static const gpu_kernel table[] = {
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+    /* mma's decode takes the grid of the vector kernel of its path, about
+       twice the blocks its own occupancy keeps resident (TUNING-NOTES,
+       2026-12-06). */
     {"mma", "the integer filter on the tensor cores (mma.sync)", any_target, several_pairs,
-     m3idx_gpu_setup_mma, m3idx_gpu_decode_mma, m3idx_gpu_prefill_mma},
+     m3idx_gpu_setup_fp64, m3idx_gpu_decode_mma, m3idx_gpu_prefill_mma},
     {"staged", "pages staged in shared memory by cp.async.bulk (sm_90 and later)", any_target,
      one_pair, m3idx_gpu_setup_staged, m3idx_gpu_decode_staged, nullptr},
     {"int-filter", "the integer filter (prmt, dp4a)", any_target, every_call,

@@ -336,15 +336,4 @@ hipError_t m3idx_gpu_decode_mma(const gpu_call &c, const int32_t *map, int capac
   return hipGetLastError();
 }
 
-/* The grid of the kernel with more quads (as many blocks stay resident for
- * either: both are held to FP64_BOUNDS' registers). */
-hipError_t m3idx_gpu_setup_mma(int path, int *grid) {
-  hipError_t e = hipSuccess;
-  on_path<MMA_PATHS>(path, [&](auto p) {
-    e = m3idx_gpu_decode_grid((const void *)score_decode_mma<decltype(p)::value, 2>,
-                              FP64_THREADS, 0, grid);
-  });
-  return e;
-}
-
 #endif /* M3IDX_HIP_PLATFORM_NVIDIA */
