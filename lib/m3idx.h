@@ -213,6 +213,20 @@ M3IDX_API m3idx_status m3idx_topk_from_scores(m3idx_context *ctx,
                                               int64_t score_stride,
                                               int32_t *topk);
 
+/* The top-k of the union of `parts' top-k lists, per (head, row) pair, as
+ * a context-parallel indexer merges its ranks' candidates: part p gives
+ * ids[p] [pairs, 16] (block ids of the whole row, then -1 to the end) and
+ * scores[p] [pairs, 16], the score each id was ranked by (pinned where
+ * the forced blocks were pinned).  out_ids [pairs, 16] receives the
+ * top-16 in SPEC section 7's order (score descending, -0 as +0, NaN last,
+ * ties by the smaller id), -1 after the last; out_scores (may be NULL)
+ * their scores, -inf after the last.  Exact by construction when each
+ * list is its part's top-16.  A block listed twice in a pair is refused. */
+M3IDX_API m3idx_status m3idx_merge_topk(int64_t pairs, int32_t parts,
+                                        const int32_t *const *ids,
+                                        const float *const *scores,
+                                        int32_t *out_ids, float *out_scores);
+
 /* Fused: score, pin, top-k.  scores may be NULL (context scratch is used);
  * when given, it receives the pinned scores. */
 M3IDX_API m3idx_status m3idx_index_topk_decode(m3idx_context *ctx,

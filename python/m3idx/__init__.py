@@ -21,7 +21,8 @@ AssertionError on a wrong row.
 Work map: work_map_capacity(...), work_map(seq_lens, max_blocks, query_len,
 num_heads, out=None).  Support: indexer_unsupported_reason(...),
 backend_unavailable_reason(backend).  Stages: score_decode, score_prefill,
-pin_forced_blocks, topk_from_scores.  Formats: encode_keys, decode_pages
+pin_forced_blocks, topk_from_scores.  Merging parts' top-16 lists (context
+parallel): merge_topk(ids, scores).  Formats: encode_keys, decode_pages
 and the element conversions.
 
 Arrays: numpy arrays or torch tensors, zero-copy, C-contiguous; host memory
@@ -51,6 +52,7 @@ from .formats import (bf16_to_float, decode_pages, e2m1_to_float, e4m3_to_float,
 from .indexer import (backend_unavailable_reason, indexer_unsupported_reason,
                       mxfp4_index_topk_decode, mxfp4_index_topk_prefill, work_map,
                       work_map_capacity)
+from .merge import merge_topk
 from .stages import pin_forced_blocks, score_decode, score_prefill, topk_from_scores
 from .verify import VerifyReport, verify_topk
 from . import testing
@@ -61,6 +63,7 @@ __all__ = ["Error", "BLOCK_SIZE", "HEAD_DIM", "PAGE_BYTES", "TOPK", "MAX_THREADS
            "mxfp4_index_topk_decode", "mxfp4_index_topk_prefill", "work_map_capacity",
            "work_map", "indexer_unsupported_reason", "backend_unavailable_reason",
            "score_decode", "score_prefill", "pin_forced_blocks", "topk_from_scores",
+           "merge_topk",
            "verify_topk", "VerifyReport", "testing",
            "encode_keys", "decode_pages", "bf16_to_float", "float_to_bf16", "e4m3_to_float",
            "float_to_e4m3", "e2m1_to_float", "float_to_e2m1", "e8m0_to_float", "e8m0_for_amax"]

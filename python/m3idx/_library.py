@@ -129,6 +129,7 @@ _DECLS = {
     "m3idx_score_prefill": (_ST, [_P, _P, _P, _P, _P, _I64]),
     "m3idx_pin_forced_blocks": (_ST, [_P, _P, _I32, _I32, _P, _I64]),
     "m3idx_topk_from_scores": (_ST, [_P, _P, _P, _I64, _P]),
+    "m3idx_merge_topk": (_ST, [_I64, _I32, _P, _P, _P, _P]),
     "m3idx_index_topk_decode": (_ST, [_P, _P, _P, _P, _I32, _I32, _P, _I32, _P, _P, _I64]),
     "m3idx_index_topk_prefill": (_ST, [_P, _P, _P, _P, _I32, _I32, _P, _P, _I64]),
     "m3idx_work_map_capacity": (_ST, [_I32, _I32, _I32, _I32, ctypes.POINTER(_I32)]),
