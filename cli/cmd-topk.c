@@ -13,6 +13,7 @@
 
 #include "call-inputs.h"
 #include "cli.h"
+#include "cmd-topk.h"
 #include "npy.h"
 #include "out-files.h"
 
@@ -25,12 +26,6 @@ static const char usage[] =
     "                  [--backend cpu|hip|auto] [--threads N]\n"
     "Scores every causal 128-token block of each query row and writes the top-16\n"
     "block ids per (head, row) as int32 [H, rows, 16].  See m3idx(1).\n";
-
-struct topk_args {
-  struct call_args call;
-  const char *out, *scores_out;
-  int force;
-};
 
 static int parse_args(int argc, char **argv, struct topk_args *a) {
   enum { O_OUT = CALL_O_END, O_SOUT, O_FORCE, O_HELP };
@@ -80,55 +75,81 @@ static int parse_args(int argc, char **argv, struct topk_args *a) {
   return 0;
 }
 
-int cli_topk(int argc, char **argv) {
-  struct topk_args a;
-  struct call_inputs in;
-  struct out_set outs;
+/* Parse, refuse outputs that must not be written, read the inputs and
+ * make room for the outputs: 0; CLI_TOPK_HELP after --help; or the exit
+ * code after saying why. */
+int cli_topk_prepare(int argc, char **argv, struct topk_job *j) {
   char err[1024];
-  int rc = CLI_EXIT_USAGE;
-  m3idx_context *ctx = NULL;
-  int32_t *topk = NULL;
-  float *scores = NULL;
-  int parsed = parse_args(argc, argv, &a);
+  memset(j, 0, sizeof *j);
+  out_init(&j->outs, 0);
+  int parsed = parse_args(argc, argv, &j->a);
   if (parsed != 0)
-    return parsed > 0 ? 0 : CLI_EXIT_USAGE;
-  memset(&in, 0, sizeof in);
-
+    return parsed > 0 ? CLI_TOPK_HELP : CLI_EXIT_USAGE;
   /* The outputs first: a refusal costs no reading. */
-  out_init(&outs, a.force);
-  int out_i = out_add(&outs, "--out", a.out);
-  int scores_i = a.scores_out ? out_add(&outs, "--scores-out", a.scores_out) : -1;
+  out_init(&j->outs, j->a.force);
+  j->out_i = out_add(&j->outs, "--out", j->a.out);
+  j->scores_i = j->a.scores_out ? out_add(&j->outs, "--scores-out", j->a.scores_out) : -1;
   const char *in_opts[6], *in_paths[6];
-  int n_in = call_args_inputs(&a.call, in_opts, in_paths);
-  if (out_check(&outs, n_in, in_opts, in_paths, err, sizeof err) != 0) {
+  int n_in = call_args_inputs(&j->a.call, in_opts, in_paths);
+  if (out_check(&j->outs, n_in, in_opts, in_paths, err, sizeof err) != 0) {
     cli_error("topk", "%s", err);
-    goto out;
+    return CLI_EXIT_USAGE;
   }
-  if (call_inputs_read(&a.call, "topk", &in) != 0)
-    goto out;
-  rc = call_inputs_context(&a.call, &in, "topk", &ctx);
+  if (call_inputs_read(&j->a.call, "topk", &j->in) != 0)
+    return CLI_EXIT_USAGE;
+  size_t nrow = (size_t)j->in.heads * (size_t)j->in.rows;
+  j->topk = malloc(nrow * M3IDX_TOPK * sizeof *j->topk + 1);
+  if (j->a.scores_out) {
+    j->scores = malloc(nrow * (size_t)j->in.width * sizeof *j->scores + 1);
+    for (size_t i = 0; j->scores && i < nrow * (size_t)j->in.width; i++)
+      j->scores[i] = -INFINITY; /* blocks past a row's causal count */
+  }
+  if (!j->topk || (j->a.scores_out && !j->scores)) {
+    cli_error("topk", "no memory for the outputs");
+    return CLI_EXIT_FAILURE;
+  }
+  return 0;
+}
+
+/* Write the outputs as one set: 0, or the exit code after saying why. */
+int cli_topk_write(struct topk_job *j) {
+  char err[1024];
+  int64_t tshape[3] = {j->in.heads, j->in.rows, M3IDX_TOPK};
+  int64_t sshape[3] = {j->in.heads, j->in.rows, j->in.width};
+  if (npy_stage(&j->outs, j->out_i, "<i4", 3, tshape, j->topk, err, sizeof err) != 0 ||
+      (j->scores_i >= 0 &&
+       npy_stage(&j->outs, j->scores_i, "<f4", 3, sshape, j->scores, err, sizeof err) != 0) ||
+      out_commit(&j->outs, err, sizeof err) != 0) {
+    cli_error("topk", "%s", err);
+    return CLI_EXIT_FAILURE;
+  }
+  return 0;
+}
+
+void cli_topk_free(struct topk_job *j) {
+  out_discard(&j->outs);
+  free(j->topk);
+  free(j->scores);
+  call_inputs_free(&j->in);
+}
+
+int cli_topk(int argc, char **argv) {
+  struct topk_job j;
+  m3idx_context *ctx = NULL;
+  int rc = cli_topk_prepare(argc, argv, &j);
   if (rc != 0)
     goto out;
-  size_t nrow = (size_t)in.heads * (size_t)in.rows;
-  topk = malloc(nrow * M3IDX_TOPK * sizeof *topk + 1);
-  if (a.scores_out) {
-    scores = malloc(nrow * (size_t)in.width * sizeof *scores + 1);
-    for (size_t i = 0; scores && i < nrow * (size_t)in.width; i++)
-      scores[i] = -INFINITY; /* blocks past a row's causal count */
-  }
-  if (!topk || (a.scores_out && !scores)) {
-    cli_error("topk", "no memory for the outputs");
-    rc = CLI_EXIT_FAILURE;
+  rc = call_inputs_context(&j.a.call, &j.in, "topk", &ctx);
+  if (rc != 0)
     goto out;
-  }
-  const struct call_args *c = &a.call;
+  const struct call_args *c = &j.a.call;
+  const int64_t stride = j.scores ? j.in.width : 0;
   m3idx_status st =
-      in.prefill ? m3idx_index_topk_prefill(ctx, &in.batch, &in.query, &in.kc, c->init_blocks,
-                                            c->local_blocks, topk, scores,
-                                            scores ? in.width : 0)
-                 : m3idx_index_topk_decode(ctx, &in.batch, &in.query, &in.kc, c->init_blocks,
-                                           c->local_blocks, NULL, 0, topk, scores,
-                                           scores ? in.width : 0);
+      j.in.prefill
+          ? m3idx_index_topk_prefill(ctx, &j.in.batch, &j.in.query, &j.in.kc, c->init_blocks,
+                                     c->local_blocks, j.topk, j.scores, stride)
+          : m3idx_index_topk_decode(ctx, &j.in.batch, &j.in.query, &j.in.kc, c->init_blocks,
+                                    c->local_blocks, NULL, 0, j.topk, j.scores, stride);
   if (st == M3IDX_OK)
     st = m3idx_synchronize(ctx);
   if (st != M3IDX_OK) {
@@ -136,21 +157,9 @@ int cli_topk(int argc, char **argv) {
     rc = st == M3IDX_ERR_DEVICE || st == M3IDX_ERR_NO_MEMORY ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE;
     goto out;
   }
-  int64_t tshape[3] = {in.heads, in.rows, M3IDX_TOPK}, sshape[3] = {in.heads, in.rows, in.width};
-  rc = CLI_EXIT_FAILURE;
-  if (npy_stage(&outs, out_i, "<i4", 3, tshape, topk, err, sizeof err) != 0 ||
-      (scores_i >= 0 &&
-       npy_stage(&outs, scores_i, "<f4", 3, sshape, scores, err, sizeof err) != 0) ||
-      out_commit(&outs, err, sizeof err) != 0) {
-    cli_error("topk", "%s", err);
-    goto out;
-  }
-  rc = 0;
+  rc = cli_topk_write(&j);
 out:
-  out_discard(&outs);
   m3idx_context_destroy(ctx);
-  free(topk);
-  free(scores);
-  call_inputs_free(&in);
-  return rc;
+  cli_topk_free(&j);
+  return rc == CLI_TOPK_HELP ? 0 : rc;
 }

@@ -5,6 +5,10 @@
  */
 #include <config.h>
 
+#include <stdint.h>
+#include <string.h>
+
+#include "call-checks.h"
 #include "checks.h"
 
 #define TRY(expr)                                                          \
@@ -148,4 +152,38 @@ m3idx_status m3idx_synchronize(m3idx_context *ctx) {
   err.msg[0] = '\0';
   m3idx_status st = ctx->ops->synchronize(ctx->state, &err);
   return m3idx__backend_failed(ctx, st, &err);
+}
+
+/* Every check m3idx_index_topk_decode (no work map) or _prefill, by
+ * batch->mode, makes of its host arguments, in a context whose limits are
+ * the batch's own: for libm3idx_mpi, which splits the call over contexts
+ * it sizes itself.  The message goes to m3idx_last_error(NULL). */
+m3idx_status m3idx__check_index_topk(const m3idx_batch *batch, const m3idx_query *query,
+                                     const m3idx_kcache *kcache, int32_t init_blocks,
+                                     int32_t local_blocks, const int32_t *topk,
+                                     const float *scores, int64_t score_stride) {
+  struct m3idx_context probe;
+  memset(&probe, 0, sizeof probe);
+  probe.backend = M3IDX_BACKEND_CPU;
+  probe.host_visible = 1;
+  probe.config.max_reqs = probe.config.max_rows = probe.config.max_heads = INT32_MAX;
+  probe.config.max_model_len = INT32_MAX;
+  struct m3idx_call c = {.stage = M3IDX_STAGE_FUSED};
+  m3idx_status st = batch == NULL ? m3idx__fail(&probe, M3IDX_ERR_NULL_POINTER, "batch is NULL")
+                                  : m3idx__check_batch(&probe, batch, 0, &c);
+  if (st == M3IDX_OK)
+    st = m3idx__check_query(&probe, query, &c);
+  if (st == M3IDX_OK)
+    st = m3idx__check_kcache(&probe, kcache, &c);
+  if (st == M3IDX_OK)
+    st = m3idx__check_forced(&probe, init_blocks, local_blocks, &c);
+  if (st == M3IDX_OK)
+    st = m3idx__check_topk(&probe, topk, &c);
+  if (st == M3IDX_OK)
+    st = m3idx__check_scores(&probe, scores, score_stride, 1, &c);
+  if (st == M3IDX_OK) {
+    c.scores = (float *)scores;
+    st = m3idx__check_outputs_apart(&probe, &c);
+  }
+  return st == M3IDX_OK ? M3IDX_OK : m3idx__fail(NULL, st, "%s", probe.err.msg);
 }

@@ -51,12 +51,24 @@ done
 for src in "$tmp"/*-*.c; do
   [ -f "$src" ] || continue
   grep -q 'int main' "$src" || continue
-  n=$((n + 1))
   exe=${src%.c}
-  if ! $lt --mode=link --tag=CC $CC ${CFLAGS:-} ${LDFLAGS:-} -std=c11 -Wall -Werror -I"$srcdir/../lib" -o "$exe" \
-      "$src" "$top_builddir/lib/libm3idx.la" -lm >"$tmp/err" 2>&1; then
+  # libm3idx_mpi's examples need MPI and run under mpiexec (2 ranks).
+  mpi_flags= mpi_lib= run=
+  if grep -q 'm3idx_mpi.h' "$src"; then
+    if [ "${HAVE_MPI:-no}" != yes ]; then
+      echo "check-man: $(basename "$src") not built: configured without MPI"
+      continue
+    fi
+    mpi_flags="-I$srcdir/../lib-mpi $MPI_CFLAGS" mpi_lib="$top_builddir/lib-mpi/libm3idx_mpi.la $MPI_LIBS"
+    run="$MPIEXEC -n 2"
+    "$MPIEXEC" --version 2>&1 | grep -Eq "Open MPI|OpenRTE" && run="$run --oversubscribe" &&
+      [ "$(id -u)" = 0 ] && run="$run --allow-run-as-root"
+  fi
+  n=$((n + 1))
+  if ! $lt --mode=link --tag=CC $CC ${CFLAGS:-} ${LDFLAGS:-} -std=c11 -Wall -Werror -I"$srcdir/../lib" $mpi_flags -o "$exe" \
+      "$src" $mpi_lib "$top_builddir/lib/libm3idx.la" -lm >"$tmp/err" 2>&1; then
     fail "example $(basename "$src") does not compile: $(cat "$tmp/err")"
-  elif ! M3IDX_BACKEND=cpu $lt --mode=execute "$exe" >"$tmp/out" 2>&1; then
+  elif ! M3IDX_BACKEND=cpu $lt --mode=execute $run "$exe" >"$tmp/out" 2>&1; then
     fail "example $(basename "$src") fails: $(cat "$tmp/out")"
   else
     pass

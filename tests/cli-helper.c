@@ -3,10 +3,14 @@
  * outputs from the tests' independent oracle, and damages files in the
  * ways a user's files can be damaged.
  *
- *   cli-helper gen DIR decode|prefill|special SEED
+ *   cli-helper gen DIR decode|prefill|special|long-decode|long-prefill SEED
  *       query.npy pages.npy block_table.npy seq_lens.npy [cu_seqlens_q.npy
  *       context_lens.npy] args (the CLI options) expected_topk.npy
- *       expected_scores.npy (non-causal entries -inf, as the CLI writes)
+ *       expected_scores.npy (non-causal entries -inf, as the CLI writes);
+ *       long-decode: 3 requests of 7000 to 9000, 300 and 5000 to 6000
+ *       tokens, 4 rows each, 2 heads (rows whose blocks split over ranks);
+ *       long-prefill: ragged, contexts 2000 to 3000, 0 and 1000 to 1500
+ *       with 150 to 250, 0 and 100 to 200 rows, 2 heads
  *   cli-helper keys FILE TOKENS SEED      fp32 keys [TOKENS, 128]
  *   cli-helper expect-pages KEYS OUT      the pages of KEYS, encoded here
  *                                         with the oracle's own rules
@@ -56,6 +60,18 @@ static int gen(const char *dir, const char *kind, uint64_t seed) {
       lens[r] = qlen + (int32_t)(case_rand(&rs) % 2600);
     tc = case_decode(seed, strcmp(kind, "special") ? FLAVOR_PLAIN : FLAVOR_SPECIAL, H, qlen,
                      (m3idx_dtype)(1 + seed % 2), n, lens);
+  } else if (!strcmp(kind, "long-decode")) {
+    H = 2;
+    int32_t lens[3] = {7000 + (int32_t)(case_rand(&rs) % 2000), 300,
+                       5000 + (int32_t)(case_rand(&rs) % 1000)};
+    tc = case_decode(seed, FLAVOR_PLAIN, H, 4, (m3idx_dtype)(1 + seed % 2), 3, lens);
+  } else if (!strcmp(kind, "long-prefill")) {
+    H = 2;
+    int32_t ctx[3] = {2000 + (int32_t)(case_rand(&rs) % 1000), 0,
+                      1000 + (int32_t)(case_rand(&rs) % 500)};
+    int32_t q[3] = {150 + (int32_t)(case_rand(&rs) % 100), 0,
+                    100 + (int32_t)(case_rand(&rs) % 100)};
+    tc = case_prefill(seed, FLAVOR_PLAIN, H, (m3idx_dtype)(1 + seed % 2), 3, ctx, q);
   } else if (!strcmp(kind, "prefill")) {
     int n = 1 + (int)(case_rand(&rs) % 4);
     int32_t ctx[4], q[4];
@@ -65,7 +81,7 @@ static int gen(const char *dir, const char *kind, uint64_t seed) {
     }
     tc = case_prefill(seed, FLAVOR_PLAIN, H, (m3idx_dtype)(1 + seed % 2), n, ctx, q);
   } else {
-    die("gen: kind is decode, prefill or special");
+    die("gen: kind is decode, prefill, special, long-decode or long-prefill");
     return 99;
   }
   int I = (int)(case_rand(&rs) % 4), L = (int)(case_rand(&rs) % 4);

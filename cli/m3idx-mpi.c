@@ -1,0 +1,267 @@
+/*
+ * m3idx-mpi.c - the m3idx-mpi command (m3idx-mpi(1)): `m3idx topk' across
+ * the ranks of MPI_COMM_WORLD, through libm3idx_mpi, and its
+ * strong-scaling bench.
+ *
+ * Rank 0 parses, refuses bad outputs and reads the inputs exactly as
+ * `m3idx topk' does (cmd-topk.c), and writes the outputs the same way;
+ * every rank computes its share; every rank exits with rank 0's code.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <config.h>
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "cmd-topk.h"
+#include "m3idx_mpi.h"
+#include "synth.h"
+
+static const char usage[] =
+    "usage: mpirun -n N m3idx-mpi topk [the arguments of m3idx topk] [--split auto|rows|blocks]\n"
+    "                                   [--inputs root|every-rank]\n"
+    "       mpirun -n N m3idx-mpi bench [--threads T] [--repeats R]\n"
+    "topk writes the bytes `m3idx topk' writes, computed by every rank; bench\n"
+    "times a prefill and a block-split decode on 1 .. N ranks, the inputs sent\n"
+    "by rank 0 or every rank's own.  See m3idx-mpi(1).\n";
+
+static int rank, ranks;
+
+/* Every rank's exit code: rank 0's. */
+static int agree_exit(int rc) {
+  MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return rc;
+}
+
+/* --split and --inputs (VALUE or =VALUE) taken out of argv (m3idx topk
+ * does not know them): 0, or -1 for a bad value. */
+static int take_own(int *argc, char **argv, m3idx_mpi_options *o) {
+  static const char *const names[2] = {"split", "inputs"};
+  static const char *const values[2][4] = {{"auto", "rows", "blocks", NULL},
+                                           {"root", "every-rank", NULL, NULL}};
+  int out = 0;
+  for (int i = 0; i < *argc; i++) {
+    const char *v = NULL;
+    int which = -1;
+    for (int w = 0; w < 2 && which < 0; w++) {
+      const size_t n = strlen(names[w]);
+      if (strncmp(argv[i], "--", 2) != 0 || strncmp(argv[i] + 2, names[w], n) != 0)
+        continue;
+      if (argv[i][2 + n] == '\0' && i + 1 < *argc)
+        which = w, v = argv[++i];
+      else if (argv[i][2 + n] == '=')
+        which = w, v = argv[i] + 3 + n;
+    }
+    if (which < 0) {
+      argv[out++] = argv[i];
+      continue;
+    }
+    int k = 0;
+    while (values[which][k] && strcmp(values[which][k], v) != 0)
+      k++;
+    if (values[which][k] == NULL) {
+      if (rank == 0)
+        cli_error("topk", "--%s is '%s': it takes %s", names[which], v,
+                  which == 0 ? "auto, rows or blocks" : "root or every-rank");
+      return -1;
+    }
+    if (which == 0)
+      o->split = (m3idx_mpi_split)k;
+    else
+      o->inputs = (m3idx_mpi_inputs)k;
+  }
+  *argc = out;
+  argv[out] = NULL;
+  return 0;
+}
+
+static int mpi_topk(int argc, char **argv) {
+  m3idx_mpi_options o;
+  m3idx_mpi_options_init(&o);
+  struct topk_job j;
+  memset(&j, 0, sizeof j);
+  int rc = take_own(&argc, argv, &o) != 0 ? CLI_EXIT_USAGE : 0;
+  if (rc == 0 && rank == 0)
+    rc = cli_topk_prepare(argc, argv, &j);
+  rc = agree_exit(rc);
+  /* Every rank reads the inputs itself (a shared file system): after the
+     root did, so that bad arguments are said once; a rank that cannot
+     says why. */
+  const int everywhere = o.inputs == M3IDX_MPI_INPUTS_EVERY_RANK;
+  if (rc == 0 && everywhere && rank != 0) {
+    rc = cli_topk_prepare(argc, argv, &j);
+    rc = rc == CLI_TOPK_HELP ? 0 : rc;
+  }
+  if (everywhere)
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rc != 0) {
+    if (rank == 0 || everywhere)
+      cli_topk_free(&j);
+    return rc == CLI_TOPK_HELP ? 0 : rc;
+  }
+  /* Every rank's context as rank 0's arguments ask. */
+  int32_t cfg[2] = {rank == 0 ? (int32_t)j.a.call.backend : 0,
+                    rank == 0 ? j.a.call.threads : 0};
+  MPI_Bcast(cfg, 2, MPI_INT32_T, 0, MPI_COMM_WORLD);
+  o.context.backend = (m3idx_backend)cfg[0];
+  o.context.threads = cfg[1];
+  const int root = rank == 0, has = root || everywhere;
+  m3idx_status st = m3idx_mpi_index_topk(
+      MPI_COMM_WORLD, &o, has ? &j.in.batch : NULL, has ? &j.in.query : NULL,
+      has ? &j.in.kc : NULL, root ? j.a.call.init_blocks : 0, root ? j.a.call.local_blocks : 0,
+      root ? j.topk : NULL, root ? j.scores : NULL, root && j.scores ? j.in.width : 0);
+  if (st != M3IDX_OK) {
+    if (root)
+      cli_library_error("topk", st, m3idx_mpi_last_error());
+    rc = st == M3IDX_ERR_DEVICE || st == M3IDX_ERR_NO_MEMORY ? CLI_EXIT_FAILURE
+                                                                : CLI_EXIT_USAGE;
+  } else if (root) {
+    rc = cli_topk_write(&j);
+  }
+  if (has)
+    cli_topk_free(&j);
+  return agree_exit(rc);
+}
+
+/* ---- bench: strong scaling over 1 .. N ranks ----------------------------- */
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Median seconds of repeats calls on the first k ranks (others wait). */
+static double time_on(int k, int repeats, int threads, const struct synth *s, int prefill,
+                      m3idx_mpi_inputs inputs, int32_t *topk) {
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < k ? 0 : MPI_UNDEFINED, rank, &sub);
+  double t[16] = {0};
+  if (rank < k) {
+    m3idx_mpi_options o;
+    m3idx_mpi_options_init(&o);
+    o.context.backend = M3IDX_BACKEND_CPU;
+    o.context.threads = threads;
+    o.inputs = inputs;
+    const int has = rank == 0 || inputs == M3IDX_MPI_INPUTS_EVERY_RANK;
+    m3idx_batch b;
+    m3idx_kcache kc;
+    if (prefill)
+      synth_prefill_batch(s, &b);
+    else
+      synth_decode_batch(s, &b);
+    synth_kcache(s, &kc);
+    const m3idx_query q = {prefill ? s->prefill_query : s->decode_query, M3IDX_DTYPE_BF16, 0.088f};
+    for (int r = 0; r < repeats; r++) {
+      MPI_Barrier(sub);
+      const double t0 = now();
+      const m3idx_status st = m3idx_mpi_index_topk(
+          sub, &o, has ? &b : NULL, has ? &q : NULL, has ? &kc : NULL, 1, 2,
+          rank == 0 ? topk : NULL, NULL, 0);
+      t[r] = now() - t0;
+      if (st != M3IDX_OK && rank == 0)
+        cli_error("bench", "%s", m3idx_mpi_last_error());
+    }
+    MPI_Comm_free(&sub);
+  }
+  /* Insertion sort; the median. */
+  for (int a = 1; a < repeats; a++)
+    for (int c = a; c > 0 && t[c - 1] > t[c]; c--) {
+      const double x = t[c];
+      t[c] = t[c - 1];
+      t[c - 1] = x;
+    }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return t[repeats / 2];
+}
+
+static int mpi_bench(int argc, char **argv) {
+  int threads = 1, repeats = 3;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+      threads = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc)
+      repeats = atoi(argv[++i]);
+    else {
+      if (rank == 0)
+        cli_error("bench", "unknown option '%s'\n%s", argv[i], usage);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  if (threads < 1 || repeats < 1 || repeats > 15) {
+    if (rank == 0)
+      cli_error("bench", "--threads takes 1 or more, --repeats 1 to 15");
+    return CLI_EXIT_USAGE;
+  }
+  /* Prefill: 2 requests of 16K tokens, their last 1024 rows each; decode:
+     one request of 256K tokens, one row (its blocks split). */
+  static const int32_t pre_lens[2] = {16384, 16384}, dec_lens[1] = {262144};
+  const struct synth_spec specs[2] = {
+      {SYNTH_RANDOM_BYTES, 0x6d7069ull, 2, pre_lens, 1, 0, 1024},
+      {SYNTH_RANDOM_BYTES, 0x6d706aull, 1, dec_lens, 1, 1, 0}};
+  static const char *const names[2] = {"prefill 2 x 1024 rows ctx 16K h1",
+                                       "decode 1 x 256K q1 h1 (blocks split)"};
+  if (rank == 0)
+    printf("%-38s %-10s %5s %7s %12s %8s %10s\n", "case", "inputs", "ranks", "threads", "median",
+           "speedup", "efficiency");
+  for (int c = 0; c < 2; c++) {
+    struct synth s;
+    memset(&s, 0, sizeof s);
+    int ok = synth_make(&s, &specs[c]) == 0; /* every rank's, for --inputs every-rank */
+    int32_t *topk = malloc(sizeof(int32_t) * 4096 * M3IDX_TOPK);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!ok || topk == NULL) {
+      if (rank == 0)
+        cli_error("bench", "no memory for the synthetic batch");
+      free(topk);
+      return CLI_EXIT_FAILURE;
+    }
+    static const char *const where[2] = {"root", "every-rank"};
+    for (int in = 0; in < 2; in++) {
+      double t1 = 0;
+      for (int k = 1; k <= ranks; k++) {
+        const double t = time_on(k, repeats, threads, &s, c == 0, (m3idx_mpi_inputs)in, topk);
+        if (k == 1)
+          t1 = t;
+        if (rank == 0)
+          printf("%-38s %-10s %5d %7d %9.3f ms %7.2fx %9.0f%%\n", names[c], where[in], k, threads,
+                 1e3 * t, t1 / t, 100.0 * t1 / (t * k));
+      }
+    }
+    synth_free(&s);
+    free(topk);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  cli_program = "m3idx-mpi";
+  int rc;
+  if (argc >= 2 && strcmp(argv[1], "topk") == 0) {
+    rc = mpi_topk(argc - 1, argv + 1);
+  } else if (argc >= 2 && strcmp(argv[1], "bench") == 0) {
+    rc = agree_exit(mpi_bench(argc - 1, argv + 1));
+  } else if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    if (rank == 0)
+      fputs(usage, stdout);
+    rc = 0;
+  } else if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+    if (rank == 0)
+      printf("m3idx-mpi %s\n", m3idx_version());
+    rc = 0;
+  } else {
+    if (rank == 0)
+      cli_error(NULL, "%s", usage);
+    rc = CLI_EXIT_USAGE;
+  }
+  MPI_Finalize();
+  return rc;
+}
