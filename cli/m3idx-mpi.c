@@ -25,7 +25,7 @@
 static const char usage[] =
     "usage: mpirun -n N m3idx-mpi topk [the arguments of m3idx topk] [--split auto|rows|blocks]\n"
     "                                   [--inputs root|every-rank]\n"
-    "       mpirun -n N m3idx-mpi bench [--threads T] [--repeats R]\n"
+    "       mpirun -n N m3idx-mpi bench [--threads T] [--repeats R] [--prefill-rows N]\n"
     "topk writes the bytes `m3idx topk' writes, computed by every rank; bench\n"
     "times a prefill and a block-split decode on 1 .. N ranks, the inputs sent\n"
     "by rank 0 or every rank's own.  See m3idx-mpi(1).\n";
@@ -181,31 +181,34 @@ static double time_on(int k, int repeats, int threads, const struct synth *s, in
 }
 
 static int mpi_bench(int argc, char **argv) {
-  int threads = 1, repeats = 3;
+  int threads = 1, repeats = 3, rows = 1024;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
       threads = atoi(argv[++i]);
     else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc)
       repeats = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--prefill-rows") == 0 && i + 1 < argc)
+      rows = atoi(argv[++i]);
     else {
       if (rank == 0)
         cli_error("bench", "unknown option '%s'\n%s", argv[i], usage);
       return CLI_EXIT_USAGE;
     }
   }
-  if (threads < 1 || repeats < 1 || repeats > 15) {
+  if (threads < 1 || repeats < 1 || repeats > 15 || rows < 1 || rows > 16384) {
     if (rank == 0)
-      cli_error("bench", "--threads takes 1 or more, --repeats 1 to 15");
+      cli_error("bench", "--threads takes 1 or more, --repeats 1 to 15, --prefill-rows 1 to 16384");
     return CLI_EXIT_USAGE;
   }
-  /* Prefill: 2 requests of 16K tokens, their last 1024 rows each; decode:
-     one request of 256K tokens, one row (its blocks split). */
+  /* Prefill: 2 requests of 16K tokens, their last `rows' rows each;
+     decode: one request of 256K tokens, one row (its blocks split). */
   static const int32_t pre_lens[2] = {16384, 16384}, dec_lens[1] = {262144};
   const struct synth_spec specs[2] = {
-      {SYNTH_RANDOM_BYTES, 0x6d7069ull, 2, pre_lens, 1, 0, 1024},
+      {SYNTH_RANDOM_BYTES, 0x6d7069ull, 2, pre_lens, 1, 0, rows},
       {SYNTH_RANDOM_BYTES, 0x6d706aull, 1, dec_lens, 1, 1, 0}};
-  static const char *const names[2] = {"prefill 2 x 1024 rows ctx 16K h1",
-                                       "decode 1 x 256K q1 h1 (blocks split)"};
+  char prefill_name[64];
+  snprintf(prefill_name, sizeof prefill_name, "prefill 2 x %d rows ctx 16K h1", rows);
+  const char *const names[2] = {prefill_name, "decode 1 x 256K q1 h1 (blocks split)"};
   if (rank == 0)
     printf("%-38s %-10s %5s %7s %12s %8s %10s\n", "case", "inputs", "ranks", "threads", "median",
            "speedup", "efficiency");
@@ -213,7 +216,7 @@ static int mpi_bench(int argc, char **argv) {
     struct synth s;
     memset(&s, 0, sizeof s);
     int ok = synth_make(&s, &specs[c]) == 0; /* every rank's, for --inputs every-rank */
-    int32_t *topk = malloc(sizeof(int32_t) * 4096 * M3IDX_TOPK);
+    int32_t *topk = malloc(sizeof(int32_t) * 2 * (size_t)rows * M3IDX_TOPK + 64);
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!ok || topk == NULL) {
       if (rank == 0)
