@@ -16,6 +16,7 @@
 
 #include "call-inputs.h"
 #include "cli.h"
+#include "cmd-verify.h"
 #include "npy.h"
 
 static const char usage[] =
@@ -30,13 +31,6 @@ static const char usage[] =
     "Says, for every (head, row), whether the candidate's top-16 ids are m3idx's\n"
     "(exact), a top-k of scores within the bound of another summation order\n"
     "(equivalent), or wrong, with the pair of blocks that proves it.  See m3idx(1).\n";
-
-struct verify_args {
-  struct call_args call;
-  const char *candidate, *candidate_scores;
-  m3idx_verify_options opts;
-  int json;
-};
 
 static int parse_double(const char *s, double *out) {
   float f;
@@ -202,66 +196,79 @@ static void report(const struct verify_args *a, const struct call_inputs *in,
     printf("largest candidate-score deviation: %.3g of the bound\n", s->max_score_deviation);
 }
 
-int cli_verify(int argc, char **argv) {
-  struct verify_args a;
-  struct call_inputs in;
-  struct npy_array cand = {0}, cscores = {0};
+int cli_verify_prepare(int argc, char **argv, struct verify_job *j) {
   char err[1024];
-  int rc = CLI_EXIT_USAGE;
-  m3idx_context *ctx = NULL;
-  m3idx_verify_row *rows = NULL;
-  int parsed = parse_args(argc, argv, &a);
+  memset(j, 0, sizeof *j);
+  int parsed = parse_args(argc, argv, &j->a);
   if (parsed != 0)
-    return parsed > 0 ? 0 : CLI_EXIT_USAGE;
-  if (call_inputs_read(&a.call, "verify", &in) != 0)
-    goto out;
-  if (npy_read(a.candidate, "--candidate", "<i4", 3, &cand, err, sizeof err) != 0 ||
-      (a.candidate_scores && npy_read(a.candidate_scores, "--candidate-scores", "<f4", 3,
-                                      &cscores, err, sizeof err) != 0)) {
+    return parsed > 0 ? CLI_VERIFY_HELP : CLI_EXIT_USAGE;
+  if (call_inputs_read(&j->a.call, "verify", &j->in) != 0)
+    return CLI_EXIT_USAGE;
+  const struct call_inputs *in = &j->in;
+  if (npy_read(j->a.candidate, "--candidate", "<i4", 3, &j->cand, err, sizeof err) != 0 ||
+      (j->a.candidate_scores && npy_read(j->a.candidate_scores, "--candidate-scores", "<f4", 3,
+                                         &j->cscores, err, sizeof err) != 0)) {
     cli_error("verify", "%s", err);
-    goto out;
+    return CLI_EXIT_USAGE;
   }
-  if (cand.shape[0] != in.heads || cand.shape[1] != in.rows || cand.shape[2] != M3IDX_TOPK) {
+  if (j->cand.shape[0] != in->heads || j->cand.shape[1] != in->rows ||
+      j->cand.shape[2] != M3IDX_TOPK) {
     cli_error("verify", "--candidate has shape [%lld, %lld, %lld], expected [%d, %d, %d]",
-              (long long)cand.shape[0], (long long)cand.shape[1], (long long)cand.shape[2],
-              (int)in.heads, (int)in.rows, M3IDX_TOPK);
-    goto out;
+              (long long)j->cand.shape[0], (long long)j->cand.shape[1],
+              (long long)j->cand.shape[2], (int)in->heads, (int)in->rows, M3IDX_TOPK);
+    return CLI_EXIT_USAGE;
   }
-  if (a.candidate_scores && (cscores.shape[0] != in.heads || cscores.shape[1] != in.rows ||
-                             cscores.shape[2] < in.width)) {
+  if (j->a.candidate_scores &&
+      (j->cscores.shape[0] != in->heads || j->cscores.shape[1] != in->rows ||
+       j->cscores.shape[2] < in->width)) {
     cli_error("verify", "--candidate-scores has shape [%lld, %lld, %lld], expected [%d, %d, >= %d]",
-              (long long)cscores.shape[0], (long long)cscores.shape[1],
-              (long long)cscores.shape[2], (int)in.heads, (int)in.rows, (int)in.width);
-    goto out;
+              (long long)j->cscores.shape[0], (long long)j->cscores.shape[1],
+              (long long)j->cscores.shape[2], (int)in->heads, (int)in->rows, (int)in->width);
+    return CLI_EXIT_USAGE;
   }
-  rc = call_inputs_context(&a.call, &in, "verify", &ctx);
+  j->rows = malloc(sizeof *j->rows * ((size_t)in->heads * (size_t)in->rows + 1));
+  if (j->rows == NULL) {
+    cli_error("verify", "no memory for the verdicts");
+    return CLI_EXIT_FAILURE;
+  }
+  return 0;
+}
+
+int cli_verify_report(const struct verify_job *j, const m3idx_verify_summary *sum) {
+  report(&j->a, &j->in, j->rows, sum);
+  return sum->wrong > 0 ? CLI_EXIT_FAILURE : 0;
+}
+
+void cli_verify_free(struct verify_job *j) {
+  free(j->rows);
+  npy_free(&j->cand);
+  npy_free(&j->cscores);
+  call_inputs_free(&j->in);
+}
+
+int cli_verify(int argc, char **argv) {
+  struct verify_job j;
+  m3idx_context *ctx = NULL;
+  int rc = cli_verify_prepare(argc, argv, &j);
+  if (rc == 0)
+    rc = call_inputs_context(&j.a.call, &j.in, "verify", &ctx);
   if (rc != 0)
     goto out;
-  rows = malloc(sizeof *rows * ((size_t)in.heads * (size_t)in.rows + 1));
-  if (rows == NULL) {
-    cli_error("verify", "no memory for the verdicts");
-    rc = CLI_EXIT_FAILURE;
-    goto out;
-  }
   m3idx_verify_summary sum;
-  const struct call_args *c = &a.call;
-  m3idx_status st = m3idx_verify_topk(ctx, &in.batch, &in.query, &in.kc, c->init_blocks,
-                                      c->local_blocks, cand.data,
-                                      a.candidate_scores ? cscores.data : NULL,
-                                      a.candidate_scores ? cscores.shape[2] : 0, &a.opts, rows,
-                                      &sum);
+  const struct call_args *c = &j.a.call;
+  m3idx_status st = m3idx_verify_topk(ctx, &j.in.batch, &j.in.query, &j.in.kc, c->init_blocks,
+                                      c->local_blocks, j.cand.data,
+                                      j.a.candidate_scores ? j.cscores.data : NULL,
+                                      j.a.candidate_scores ? j.cscores.shape[2] : 0, &j.a.opts,
+                                      j.rows, &sum);
   if (st != M3IDX_OK) {
     cli_library_error("verify", st, m3idx_last_error(ctx));
     rc = st == M3IDX_ERR_NO_MEMORY ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE;
     goto out;
   }
-  report(&a, &in, rows, &sum);
-  rc = sum.wrong > 0 ? CLI_EXIT_FAILURE : 0;
+  rc = cli_verify_report(&j, &sum);
 out:
   m3idx_context_destroy(ctx);
-  free(rows);
-  npy_free(&cand);
-  npy_free(&cscores);
-  call_inputs_free(&in);
-  return rc;
+  cli_verify_free(&j);
+  return rc == CLI_VERIFY_HELP ? 0 : rc;
 }

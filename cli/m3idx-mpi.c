@@ -19,14 +19,17 @@
 
 #include "cli.h"
 #include "cmd-topk.h"
+#include "cmd-verify.h"
 #include "m3idx_mpi.h"
 #include "synth.h"
 
 static const char usage[] =
     "usage: mpirun -n N m3idx-mpi topk [the arguments of m3idx topk] [--split auto|rows|blocks]\n"
     "                                   [--inputs root|every-rank]\n"
+    "       mpirun -n N m3idx-mpi verify [the arguments of m3idx verify] [--inputs root|every-rank]\n"
     "       mpirun -n N m3idx-mpi bench [--threads T] [--repeats R] [--prefill-rows N]\n"
-    "topk writes the bytes `m3idx topk' writes, computed by every rank; bench\n"
+    "topk writes the bytes `m3idx topk' writes, verify prints what `m3idx verify'\n"
+    "prints, computed by every rank; bench\n"
     "times a prefill and a block-split decode on 1 .. N ranks, the inputs sent\n"
     "by rank 0 or every rank's own.  See m3idx-mpi(1).\n";
 
@@ -125,6 +128,53 @@ static int mpi_topk(int argc, char **argv) {
   }
   if (has)
     cli_topk_free(&j);
+  return agree_exit(rc);
+}
+
+static int mpi_verify(int argc, char **argv) {
+  m3idx_mpi_options o;
+  m3idx_mpi_options_init(&o);
+  struct verify_job j;
+  memset(&j, 0, sizeof j);
+  int rc = take_own(&argc, argv, &o) != 0 ? CLI_EXIT_USAGE : 0;
+  if (rc == 0 && rank == 0)
+    rc = cli_verify_prepare(argc, argv, &j);
+  rc = agree_exit(rc);
+  const int everywhere = o.inputs == M3IDX_MPI_INPUTS_EVERY_RANK;
+  if (rc == 0 && everywhere && rank != 0) {
+    rc = cli_verify_prepare(argc, argv, &j);
+    rc = rc == CLI_VERIFY_HELP ? 0 : rc;
+  }
+  if (everywhere)
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rc != 0) {
+    if (rank == 0 || everywhere)
+      cli_verify_free(&j);
+    return rc == CLI_VERIFY_HELP ? 0 : rc;
+  }
+  int32_t cfg[2] = {rank == 0 ? (int32_t)j.a.call.backend : 0,
+                    rank == 0 ? j.a.call.threads : 0};
+  MPI_Bcast(cfg, 2, MPI_INT32_T, 0, MPI_COMM_WORLD);
+  o.context.backend = (m3idx_backend)cfg[0];
+  o.context.threads = cfg[1];
+  const int root = rank == 0, has = root || everywhere;
+  const int scores = has && j.a.candidate_scores != NULL;
+  m3idx_verify_summary sum;
+  m3idx_status st = m3idx_mpi_verify_topk(
+      MPI_COMM_WORLD, &o, has ? &j.in.batch : NULL, has ? &j.in.query : NULL,
+      has ? &j.in.kc : NULL, root ? j.a.call.init_blocks : 0, root ? j.a.call.local_blocks : 0,
+      has ? j.cand.data : NULL, scores ? j.cscores.data : NULL, scores ? j.cscores.shape[2] : 0,
+      root ? &j.a.opts : NULL, root ? j.rows : NULL, root ? &sum : NULL);
+  if (st != M3IDX_OK) {
+    if (root)
+      cli_library_error("verify", st, m3idx_mpi_last_error());
+    rc = st == M3IDX_ERR_DEVICE || st == M3IDX_ERR_NO_MEMORY ? CLI_EXIT_FAILURE
+                                                                : CLI_EXIT_USAGE;
+  } else if (root) {
+    rc = cli_verify_report(&j, &sum);
+  }
+  if (has)
+    cli_verify_free(&j);
   return agree_exit(rc);
 }
 
@@ -250,6 +300,8 @@ int main(int argc, char **argv) {
   int rc;
   if (argc >= 2 && strcmp(argv[1], "topk") == 0) {
     rc = mpi_topk(argc - 1, argv + 1);
+  } else if (argc >= 2 && strcmp(argv[1], "verify") == 0) {
+    rc = mpi_verify(argc - 1, argv + 1);
   } else if (argc >= 2 && strcmp(argv[1], "bench") == 0) {
     rc = agree_exit(mpi_bench(argc - 1, argv + 1));
   } else if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {

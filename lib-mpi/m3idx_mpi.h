@@ -81,6 +81,26 @@ M3IDX_MPI_API m3idx_status m3idx_mpi_index_topk(MPI_Comm comm, const m3idx_mpi_o
                                                 int32_t *topk, float *scores,
                                                 int64_t score_stride);
 
+/* Collective: m3idx_verify_topk of the root's arguments (candidate
+ * [H, rows, 16], candidate_scores (may be NULL) [H, rows, score_stride],
+ * the verify options; a decode work map in them is not used), rows split
+ * by cost whatever opts->split says.  At the root, rows (may be NULL)
+ * [H, rows] and summary (may be NULL) receive what one process writes.
+ * Other ranks pass NULL for every pointer, or with
+ * M3IDX_MPI_INPUTS_EVERY_RANK the root's batch, query, kcache, candidate
+ * and candidate_scores.  Failures as m3idx_mpi_index_topk's. */
+M3IDX_MPI_API m3idx_status m3idx_mpi_verify_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
+                                                 const m3idx_batch *batch,
+                                                 const m3idx_query *query,
+                                                 const m3idx_kcache *kcache,
+                                                 int32_t init_blocks, int32_t local_blocks,
+                                                 const int32_t *candidate,
+                                                 const float *candidate_scores,
+                                                 int64_t score_stride,
+                                                 const m3idx_verify_options *vopts,
+                                                 m3idx_verify_row *rows,
+                                                 m3idx_verify_summary *summary);
+
 /* The calling thread's message of its last failed m3idx_mpi_ call. */
 M3IDX_MPI_API const char *m3idx_mpi_last_error(void);
 

@@ -27,6 +27,22 @@ M3IDX_API m3idx_status m3idx__check_index_topk(const m3idx_batch *batch,
                                                const int32_t *topk, const float *scores,
                                                int64_t score_stride);
 
+/* The same for m3idx_verify_topk's arguments. */
+M3IDX_API m3idx_status m3idx__check_verify_topk(const m3idx_batch *batch,
+                                                const m3idx_query *query,
+                                                const m3idx_kcache *kcache,
+                                                int32_t init_blocks, int32_t local_blocks,
+                                                const int32_t *candidate,
+                                                const float *candidate_scores,
+                                                int64_t score_stride,
+                                                const m3idx_verify_options *opts);
+
+#ifdef M3IDX_BUILDING_LIBRARY
+struct m3idx_context;
+/* A context that only checks: host memory, no limits, no backend. */
+void m3idx__probe_context(struct m3idx_context *probe);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

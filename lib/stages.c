@@ -154,6 +154,14 @@ m3idx_status m3idx_synchronize(m3idx_context *ctx) {
   return m3idx__backend_failed(ctx, st, &err);
 }
 
+void m3idx__probe_context(struct m3idx_context *probe) {
+  memset(probe, 0, sizeof *probe);
+  probe->backend = M3IDX_BACKEND_CPU;
+  probe->host_visible = 1;
+  probe->config.max_reqs = probe->config.max_rows = probe->config.max_heads = INT32_MAX;
+  probe->config.max_model_len = INT32_MAX;
+}
+
 /* Every check m3idx_index_topk_decode (no work map) or _prefill, by
  * batch->mode, makes of its host arguments, in a context whose limits are
  * the batch's own: for libm3idx_mpi, which splits the call over contexts
@@ -163,11 +171,7 @@ m3idx_status m3idx__check_index_topk(const m3idx_batch *batch, const m3idx_query
                                      int32_t local_blocks, const int32_t *topk,
                                      const float *scores, int64_t score_stride) {
   struct m3idx_context probe;
-  memset(&probe, 0, sizeof probe);
-  probe.backend = M3IDX_BACKEND_CPU;
-  probe.host_visible = 1;
-  probe.config.max_reqs = probe.config.max_rows = probe.config.max_heads = INT32_MAX;
-  probe.config.max_model_len = INT32_MAX;
+  m3idx__probe_context(&probe);
   struct m3idx_call c = {.stage = M3IDX_STAGE_FUSED};
   m3idx_status st = batch == NULL ? m3idx__fail(&probe, M3IDX_ERR_NULL_POINTER, "batch is NULL")
                                   : m3idx__check_batch(&probe, batch, 0, &c);

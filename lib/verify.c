@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call-checks.h"
 #include "checks.h"
 #include "fp-env.h"
 #include "verify-row.h"
@@ -394,6 +395,43 @@ static m3idx_status verify_on_backend(m3idx_context *ctx, struct m3idx_call c,
   return st;
 }
 
+/* Every argument check of m3idx_verify_topk, into c and o. */
+static m3idx_status check_verify(m3idx_context *ctx, const m3idx_batch *batch,
+                                 const m3idx_query *query, const m3idx_kcache *kcache,
+                                 int32_t init_blocks, int32_t local_blocks,
+                                 const int32_t *candidate, const float *candidate_scores,
+                                 int64_t score_stride, const m3idx_verify_options *opts,
+                                 struct m3idx_call *c, m3idx_verify_options *o) {
+  m3idx_status st = m3idx__check_batch(ctx, batch, 0, c);
+  if (st == M3IDX_OK)
+    st = m3idx__check_query(ctx, query, c);
+  if (st == M3IDX_OK)
+    st = m3idx__check_kcache(ctx, kcache, c);
+  if (st == M3IDX_OK)
+    st = m3idx__check_forced(ctx, init_blocks, local_blocks, c);
+  if (st == M3IDX_OK && candidate == NULL)
+    st = m3idx__fail(ctx, M3IDX_ERR_NULL_POINTER, "candidate is NULL");
+  if (st == M3IDX_OK)
+    st = m3idx__check_scores(ctx, candidate_scores, score_stride, 1, c);
+  if (st == M3IDX_OK)
+    st = check_options(ctx, opts, o, c);
+  return st;
+}
+
+m3idx_status m3idx__check_verify_topk(const m3idx_batch *batch, const m3idx_query *query,
+                                      const m3idx_kcache *kcache, int32_t init_blocks,
+                                      int32_t local_blocks, const int32_t *candidate,
+                                      const float *candidate_scores, int64_t score_stride,
+                                      const m3idx_verify_options *opts) {
+  struct m3idx_context probe;
+  m3idx__probe_context(&probe);
+  struct m3idx_call c = {.stage = M3IDX_STAGE_FUSED};
+  m3idx_verify_options o;
+  const m3idx_status st = check_verify(&probe, batch, query, kcache, init_blocks, local_blocks,
+                                       candidate, candidate_scores, score_stride, opts, &c, &o);
+  return st == M3IDX_OK ? M3IDX_OK : m3idx__fail(NULL, st, "%s", probe.err.msg);
+}
+
 m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
                                const m3idx_query *query, const m3idx_kcache *kcache,
                                int32_t init_blocks, int32_t local_blocks,
@@ -405,19 +443,8 @@ m3idx_status m3idx_verify_topk(m3idx_context *ctx, const m3idx_batch *batch,
   if (ctx == NULL)
     return m3idx__fail(NULL, M3IDX_ERR_NULL_POINTER, "ctx is NULL");
   m3idx__clear_error(ctx);
-  m3idx_status st = m3idx__check_batch(ctx, batch, 0, &c);
-  if (st == M3IDX_OK)
-    st = m3idx__check_query(ctx, query, &c);
-  if (st == M3IDX_OK)
-    st = m3idx__check_kcache(ctx, kcache, &c);
-  if (st == M3IDX_OK)
-    st = m3idx__check_forced(ctx, init_blocks, local_blocks, &c);
-  if (st == M3IDX_OK && candidate == NULL)
-    st = m3idx__fail(ctx, M3IDX_ERR_NULL_POINTER, "candidate is NULL");
-  if (st == M3IDX_OK)
-    st = m3idx__check_scores(ctx, candidate_scores, score_stride, 1, &c);
-  if (st == M3IDX_OK)
-    st = check_options(ctx, opts, &o, &c);
+  m3idx_status st = check_verify(ctx, batch, query, kcache, init_blocks, local_blocks, candidate,
+                                 candidate_scores, score_stride, opts, &c, &o);
   if (st != M3IDX_OK)
     return st;
   c.work_map_in = o.work_map;

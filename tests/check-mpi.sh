@@ -4,7 +4,8 @@
 # to be block-split (4 rows a request, forced blocks) and ragged prefill
 # (a request of no rows, requests cut at ranks' edges), and on the tests'
 # smaller cases, with the inputs sent by rank 0 or read by every rank;
-# both equal the oracle's expected top-k.  Bad input is
+# both equal the oracle's expected top-k.  m3idx-mpi verify prints what
+# m3idx verify prints.  Bad input is
 # refused on every rank with exit 2 and nothing written; the library's
 # failures (check-mpi-failure) reach every rank.  Exits 77 when configure
 # built no MPI.
@@ -80,6 +81,31 @@ for c in long-decode:12 long-decode:14 long-prefill:21 long-prefill:24 decode:5 
       fail "$kind $seed, --inputs every-rank --split $split: not the bytes of m3idx topk"
   done
 done
+
+# m3idx-mpi verify prints what m3idx verify prints, with its exit code: the
+# exact candidate with its scores, and one with a duplicate id (--json).
+for c in long-decode-12 long-prefill-21 prefill-6; do
+  d=$tmp/$c
+  args=$(inputs "$d")
+  cp "$d/expected_topk.npy" "$d/bad.npy"
+  "$HELPER" set-i32 "$d/bad.npy" 3 0
+  for v in "--candidate $d/expected_topk.npy --candidate-scores $d/expected_scores.npy" \
+           "--candidate $d/bad.npy --json"; do
+    "$M3IDX" verify $args $v --backend cpu > "$d/v-one.txt" 2>&1
+    want=$?
+    for n in 1 3; do
+      for inputs in root every-rank; do
+        mpi "$n" "$MPI_M3IDX" verify $args $v --backend cpu --threads 1 --inputs "$inputs" \
+          > "$d/v-mpi.txt" 2>/dev/null
+        got=$?
+        [ "$got" = "$want" ] && cmp -s "$d/v-one.txt" "$d/v-mpi.txt" && pass ||
+          fail "$c verify $v, $n ranks, --inputs $inputs: exit $got (want $want), $(diff "$d/v-one.txt" "$d/v-mpi.txt" | head -3)"
+      done
+    done
+  done
+done
+grep -q "1 wrong" "$tmp/long-decode-12/v-one.txt" 2>/dev/null || grep -q '"wrong": 1' "$tmp/long-decode-12/v-one.txt" && pass ||
+  fail "the damaged candidate was not found wrong: $(cat "$tmp/long-decode-12/v-one.txt")"
 
 # Bad input: a page id past the pages, on every rank exit 2, nothing written.
 d=$tmp/long-decode-12
