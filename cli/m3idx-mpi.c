@@ -83,96 +83,108 @@ static int take_own(int *argc, char **argv, m3idx_mpi_options *o) {
   return 0;
 }
 
-static int mpi_topk(int argc, char **argv) {
-  m3idx_mpi_options o;
-  m3idx_mpi_options_init(&o);
-  struct topk_job j;
-  memset(&j, 0, sizeof j);
-  int rc = take_own(&argc, argv, &o) != 0 ? CLI_EXIT_USAGE : 0;
+/* What the two commands' jobs share: how to prepare one, free it, and
+ * find its call arguments. */
+struct job_ops {
+  int (*prepare)(int argc, char **argv, void *job);
+  void (*release)(void *job);
+  const struct call_args *(*args)(const void *job);
+  int help; /* what prepare returns after --help */
+};
+
+/* The start of topk and verify: --split and --inputs taken out, rank 0
+ * (then, with --inputs every-rank, every other rank: after rank 0, so that
+ * bad arguments are said once; a rank that cannot read says why) prepares
+ * the job, and every rank's context takes rank 0's --backend and
+ * --threads.  0 with *has set when this rank holds the job; or the exit
+ * code, with the job freed. */
+static int start(int argc, char **argv, m3idx_mpi_options *o, const struct job_ops *ops,
+                 void *job, int *has) {
+  m3idx_mpi_options_init(o);
+  int rc = take_own(&argc, argv, o) != 0 ? CLI_EXIT_USAGE : 0;
   if (rc == 0 && rank == 0)
-    rc = cli_topk_prepare(argc, argv, &j);
+    rc = ops->prepare(argc, argv, job);
   rc = agree_exit(rc);
-  /* Every rank reads the inputs itself (a shared file system): after the
-     root did, so that bad arguments are said once; a rank that cannot
-     says why. */
-  const int everywhere = o.inputs == M3IDX_MPI_INPUTS_EVERY_RANK;
+  const int everywhere = o->inputs == M3IDX_MPI_INPUTS_EVERY_RANK;
+  *has = rank == 0 || (everywhere && rc == 0);
   if (rc == 0 && everywhere && rank != 0) {
-    rc = cli_topk_prepare(argc, argv, &j);
-    rc = rc == CLI_TOPK_HELP ? 0 : rc;
+    rc = ops->prepare(argc, argv, job);
+    rc = rc == ops->help ? 0 : rc;
   }
   if (everywhere)
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (rc != 0) {
-    if (rank == 0 || everywhere)
-      cli_topk_free(&j);
-    return rc == CLI_TOPK_HELP ? 0 : rc;
+    if (*has)
+      ops->release(job);
+    return rc == ops->help ? 0 : rc;
   }
-  /* Every rank's context as rank 0's arguments ask. */
-  int32_t cfg[2] = {rank == 0 ? (int32_t)j.a.call.backend : 0,
-                    rank == 0 ? j.a.call.threads : 0};
+  const struct call_args *c = rank == 0 ? ops->args(job) : NULL;
+  int32_t cfg[2] = {c ? (int32_t)c->backend : 0, c ? c->threads : 0};
   MPI_Bcast(cfg, 2, MPI_INT32_T, 0, MPI_COMM_WORLD);
-  o.context.backend = (m3idx_backend)cfg[0];
-  o.context.threads = cfg[1];
-  const int root = rank == 0, has = root || everywhere;
-  m3idx_status st = m3idx_mpi_index_topk(
+  o->context.backend = (m3idx_backend)cfg[0];
+  o->context.threads = cfg[1];
+  return 0;
+}
+
+/* A failed collective: rank 0 says why; every rank's exit code. */
+static int failed(const char *sub, m3idx_status st) {
+  if (rank == 0)
+    cli_library_error(sub, st, m3idx_mpi_last_error());
+  return st == M3IDX_ERR_DEVICE || st == M3IDX_ERR_NO_MEMORY ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE;
+}
+
+static int topk_prepare(int argc, char **argv, void *j) { return cli_topk_prepare(argc, argv, j); }
+static void topk_release(void *j) { cli_topk_free(j); }
+static const struct call_args *topk_args(const void *j) {
+  return &((const struct topk_job *)j)->a.call;
+}
+
+static int mpi_topk(int argc, char **argv) {
+  static const struct job_ops ops = {topk_prepare, topk_release, topk_args, CLI_TOPK_HELP};
+  m3idx_mpi_options o;
+  struct topk_job j;
+  int has = 0;
+  memset(&j, 0, sizeof j);
+  int rc = start(argc, argv, &o, &ops, &j, &has);
+  if (rc != 0)
+    return rc;
+  const int root = rank == 0;
+  const m3idx_status st = m3idx_mpi_index_topk(
       MPI_COMM_WORLD, &o, has ? &j.in.batch : NULL, has ? &j.in.query : NULL,
       has ? &j.in.kc : NULL, root ? j.a.call.init_blocks : 0, root ? j.a.call.local_blocks : 0,
       root ? j.topk : NULL, root ? j.scores : NULL, root && j.scores ? j.in.width : 0);
-  if (st != M3IDX_OK) {
-    if (root)
-      cli_library_error("topk", st, m3idx_mpi_last_error());
-    rc = st == M3IDX_ERR_DEVICE || st == M3IDX_ERR_NO_MEMORY ? CLI_EXIT_FAILURE
-                                                                : CLI_EXIT_USAGE;
-  } else if (root) {
-    rc = cli_topk_write(&j);
-  }
+  rc = st != M3IDX_OK ? failed("topk", st) : root ? cli_topk_write(&j) : 0;
   if (has)
     cli_topk_free(&j);
   return agree_exit(rc);
 }
 
+static int verify_prepare(int argc, char **argv, void *j) {
+  return cli_verify_prepare(argc, argv, j);
+}
+static void verify_release(void *j) { cli_verify_free(j); }
+static const struct call_args *verify_args_of(const void *j) {
+  return &((const struct verify_job *)j)->a.call;
+}
+
 static int mpi_verify(int argc, char **argv) {
+  static const struct job_ops ops = {verify_prepare, verify_release, verify_args_of,
+                                     CLI_VERIFY_HELP};
   m3idx_mpi_options o;
-  m3idx_mpi_options_init(&o);
   struct verify_job j;
+  int has = 0;
   memset(&j, 0, sizeof j);
-  int rc = take_own(&argc, argv, &o) != 0 ? CLI_EXIT_USAGE : 0;
-  if (rc == 0 && rank == 0)
-    rc = cli_verify_prepare(argc, argv, &j);
-  rc = agree_exit(rc);
-  const int everywhere = o.inputs == M3IDX_MPI_INPUTS_EVERY_RANK;
-  if (rc == 0 && everywhere && rank != 0) {
-    rc = cli_verify_prepare(argc, argv, &j);
-    rc = rc == CLI_VERIFY_HELP ? 0 : rc;
-  }
-  if (everywhere)
-    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (rc != 0) {
-    if (rank == 0 || everywhere)
-      cli_verify_free(&j);
-    return rc == CLI_VERIFY_HELP ? 0 : rc;
-  }
-  int32_t cfg[2] = {rank == 0 ? (int32_t)j.a.call.backend : 0,
-                    rank == 0 ? j.a.call.threads : 0};
-  MPI_Bcast(cfg, 2, MPI_INT32_T, 0, MPI_COMM_WORLD);
-  o.context.backend = (m3idx_backend)cfg[0];
-  o.context.threads = cfg[1];
-  const int root = rank == 0, has = root || everywhere;
-  const int scores = has && j.a.candidate_scores != NULL;
+  int rc = start(argc, argv, &o, &ops, &j, &has);
+  if (rc != 0)
+    return rc;
+  const int root = rank == 0, scores = has && j.a.candidate_scores != NULL;
   m3idx_verify_summary sum;
-  m3idx_status st = m3idx_mpi_verify_topk(
+  const m3idx_status st = m3idx_mpi_verify_topk(
       MPI_COMM_WORLD, &o, has ? &j.in.batch : NULL, has ? &j.in.query : NULL,
       has ? &j.in.kc : NULL, root ? j.a.call.init_blocks : 0, root ? j.a.call.local_blocks : 0,
       has ? j.cand.data : NULL, scores ? j.cscores.data : NULL, scores ? j.cscores.shape[2] : 0,
       root ? &j.a.opts : NULL, root ? j.rows : NULL, root ? &sum : NULL);
-  if (st != M3IDX_OK) {
-    if (root)
-      cli_library_error("verify", st, m3idx_mpi_last_error());
-    rc = st == M3IDX_ERR_DEVICE || st == M3IDX_ERR_NO_MEMORY ? CLI_EXIT_FAILURE
-                                                                : CLI_EXIT_USAGE;
-  } else if (root) {
-    rc = cli_verify_report(&j, &sum);
-  }
+  rc = st != M3IDX_OK ? failed("verify", st) : root ? cli_verify_report(&j, &sum) : 0;
   if (has)
     cli_verify_free(&j);
   return agree_exit(rc);

@@ -76,6 +76,25 @@ static void select_blocks(const struct call_head *h, const struct share *s,
   }
 }
 
+m3idx_status share_context(const struct call_head *h, const m3idx_options *context,
+                           const struct package *p, m3idx_context **ctx, m3idx_batch *b,
+                           m3idx_query *q, m3idx_kcache *kc) {
+  m3idx_options o = *context;
+  o.max_reqs = p->num_reqs;
+  o.max_model_len = p->max_seq_len;
+  o.max_rows = p->num_rows;
+  o.max_heads = h->num_heads;
+  o.flags |= M3IDX_FLAG_HOST_POINTERS;
+  const m3idx_status st = m3idx_context_create(&o, ctx);
+  if (st != M3IDX_OK)
+    return agree_fail(st, "its context: %s", m3idx_last_error(NULL));
+  *b = (m3idx_batch){(m3idx_mode)h->mode, p->num_reqs, h->num_heads, p->num_rows,
+                     p->max_seq_len, p->seq_lens, h->query_len, p->cu, p->ctx};
+  *q = (m3idx_query){p->query, (m3idx_dtype)h->dtype, h->scale};
+  *kc = (m3idx_kcache){p->pages, p->num_pages, p->bt, p->bt_stride};
+  return M3IDX_OK;
+}
+
 m3idx_status compute_share(const struct call_head *h, const m3idx_options *context,
                            const struct share *s, const struct package *p,
                            const int32_t *seq_lens, struct share_result *out) {
@@ -101,20 +120,13 @@ m3idx_status compute_share(const struct call_head *h, const m3idx_options *conte
   if (p->num_reqs == 0)
     return M3IDX_OK;
 
-  m3idx_options o = *context;
-  o.max_reqs = p->num_reqs;
-  o.max_model_len = p->max_seq_len;
-  o.max_rows = p->num_rows;
-  o.max_heads = h->num_heads;
-  o.flags |= M3IDX_FLAG_HOST_POINTERS;
   m3idx_context *ctx = NULL;
-  m3idx_status st = m3idx_context_create(&o, &ctx);
+  m3idx_batch b;
+  m3idx_query qu;
+  m3idx_kcache kc;
+  m3idx_status st = share_context(h, context, p, &ctx, &b, &qu, &kc);
   if (st != M3IDX_OK)
-    return agree_fail(st, "its context: %s", m3idx_last_error(NULL));
-  const m3idx_batch b = {(m3idx_mode)h->mode, p->num_reqs, h->num_heads, p->num_rows,
-                         p->max_seq_len, p->seq_lens, h->query_len, p->cu, p->ctx};
-  const m3idx_query qu = {p->query, (m3idx_dtype)h->dtype, h->scale};
-  const m3idx_kcache kc = {p->pages, p->num_pages, p->bt, p->bt_stride};
+    return st;
   if (s->blocks)
     st = m3idx_score_decode(ctx, &b, &qu, &kc, NULL, 0, out->scores, out->width);
   else if (h->mode == M3IDX_MODE_DECODE)

@@ -26,4 +26,11 @@ m3idx_status compute_share(const struct call_head *h, const m3idx_options *conte
                            const int32_t *seq_lens, struct share_result *out);
 void share_result_free(struct share_result *r);
 
+/* A context sized for package p (this rank's context options, with host
+ * pointers) and p's batch, query and kcache: M3IDX_OK, or the status
+ * with its message recorded. */
+m3idx_status share_context(const struct call_head *h, const m3idx_options *context,
+                           const struct package *p, m3idx_context **ctx, m3idx_batch *b,
+                           m3idx_query *q, m3idx_kcache *kc);
+
 #endif

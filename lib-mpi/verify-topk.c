@@ -16,6 +16,7 @@
 #include "agree.h"
 #include "call-checks.h"
 #include "call-setup.h"
+#include "compute-share.h"
 #include "work-map.h"
 
 struct verify_call {
@@ -58,20 +59,13 @@ static m3idx_status verify_share(const struct call_setup *cs, const m3idx_verify
   memset(sum, 0, sizeof *sum);
   if (p->num_reqs == 0)
     return M3IDX_OK;
-  m3idx_options o = cs->o.context;
-  o.max_reqs = p->num_reqs;
-  o.max_model_len = p->max_seq_len;
-  o.max_rows = p->num_rows;
-  o.max_heads = h->num_heads;
-  o.flags |= M3IDX_FLAG_HOST_POINTERS;
   m3idx_context *ctx = NULL;
-  m3idx_status st = m3idx_context_create(&o, &ctx);
+  m3idx_batch b;
+  m3idx_query q;
+  m3idx_kcache kc;
+  m3idx_status st = share_context(h, &cs->o.context, p, &ctx, &b, &q, &kc);
   if (st != M3IDX_OK)
-    return agree_fail(st, "its context: %s", m3idx_last_error(NULL));
-  const m3idx_batch b = {(m3idx_mode)h->mode, p->num_reqs, h->num_heads, p->num_rows,
-                         p->max_seq_len, p->seq_lens, h->query_len, p->cu, p->ctx};
-  const m3idx_query q = {p->query, (m3idx_dtype)h->dtype, h->scale};
-  const m3idx_kcache kc = {p->pages, p->num_pages, p->bt, p->bt_stride};
+    return st;
   st = m3idx_verify_topk(ctx, &b, &q, &kc, h->init_blocks, h->local_blocks, ids, scores,
                          scores ? (int64_t)m3idx__blocks_of(p->max_seq_len) : 0, vo, verdicts,
                          sum);
