@@ -25,8 +25,9 @@
 
 static const char usage[] =
     "usage: mpirun -n N m3idx-mpi topk [the arguments of m3idx topk] [--split auto|rows|blocks]\n"
-    "                                   [--inputs root|every-rank]\n"
+    "                                   [--inputs root|every-rank] [--gpus-per-node N]\n"
     "       mpirun -n N m3idx-mpi verify [the arguments of m3idx verify] [--inputs root|every-rank]\n"
+    "                                     [--gpus-per-node N]\n"
     "       mpirun -n N m3idx-mpi bench [--threads T] [--repeats R] [--prefill-rows N]\n"
     "topk writes the bytes `m3idx topk' writes, verify prints what `m3idx verify'\n"
     "prints, computed by every rank; bench\n"
@@ -41,17 +42,21 @@ static int agree_exit(int rc) {
   return rc;
 }
 
-/* --split and --inputs (VALUE or =VALUE) taken out of argv (m3idx topk
- * does not know them): 0, or -1 for a bad value. */
+/* GPUs a node gives its ranks (--gpus-per-node): a rank's device is its
+ * rank on its node modulo this. */
+static int gpus_per_node = 1;
+
+/* --split, --inputs and --gpus-per-node (VALUE or =VALUE) taken out of
+ * argv (m3idx topk does not know them): 0, or -1 for a bad value. */
 static int take_own(int *argc, char **argv, m3idx_mpi_options *o) {
-  static const char *const names[2] = {"split", "inputs"};
+  static const char *const names[3] = {"split", "inputs", "gpus-per-node"};
   static const char *const values[2][4] = {{"auto", "rows", "blocks", NULL},
                                            {"root", "every-rank", NULL, NULL}};
   int out = 0;
   for (int i = 0; i < *argc; i++) {
     const char *v = NULL;
     int which = -1;
-    for (int w = 0; w < 2 && which < 0; w++) {
+    for (int w = 0; w < 3 && which < 0; w++) {
       const size_t n = strlen(names[w]);
       if (strncmp(argv[i], "--", 2) != 0 || strncmp(argv[i] + 2, names[w], n) != 0)
         continue;
@@ -62,6 +67,17 @@ static int take_own(int *argc, char **argv, m3idx_mpi_options *o) {
     }
     if (which < 0) {
       argv[out++] = argv[i];
+      continue;
+    }
+    if (which == 2) {
+      char *end = NULL;
+      const long n = strtol(v, &end, 10);
+      if (end == v || *end != '\0' || n < 1 || n > 1024) {
+        if (rank == 0)
+          cli_error(NULL, "--gpus-per-node is '%s': it takes a count from 1 to 1024", v);
+        return -1;
+      }
+      gpus_per_node = (int)n;
       continue;
     }
     int k = 0;
@@ -123,6 +139,15 @@ static int start(int argc, char **argv, m3idx_mpi_options *o, const struct job_o
   MPI_Bcast(cfg, 2, MPI_INT32_T, 0, MPI_COMM_WORLD);
   o->context.backend = (m3idx_backend)cfg[0];
   o->context.threads = cfg[1];
+  /* One GPU a rank: its rank among the node's ranks, modulo the node's GPUs. */
+  MPI_Comm node;
+  int local = 0;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+  }
+  o->context.device = local % gpus_per_node;
   return 0;
 }
 
