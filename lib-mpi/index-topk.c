@@ -60,34 +60,41 @@ static void place(const struct call_head *h, const struct share *s, const int32_
   }
 }
 
-/* A result's arrays, sent or received in one order. */
-static int result_transfer(MPI_Comm c, int peer, int sending, const struct call_head *h,
-                           const struct share *s, struct share_result *r) {
-  int32_t dims[2] = {r->rows, r->width};
+/* A result's arrays, sent or received in one order.  After the sizes the
+ * root says whether it takes them (room: it is still going and has the
+ * memory), so that no rank waits on a send the root will not receive.
+ * 0, -1 when the root takes nothing (no memory, or it failed already), or
+ * the MPI error. */
+static int result_transfer(MPI_Comm c, int peer, int sending, int room_ok,
+                           const struct call_head *h, int blocks, struct share_result *r) {
+  int32_t dims[2] = {r->rows, r->width}, room = 0;
   int e = sending ? send_bytes(c, peer, dims, sizeof dims) : recv_bytes(c, peer, dims, sizeof dims);
-  if (e != 0)
-    return e;
-  if (!sending) {
+  if (e == 0 && !sending) {
     r->rows = dims[0], r->width = dims[1];
     const size_t pairs = (size_t)h->num_heads * (size_t)r->rows;
     const size_t lists = (size_t)h->num_heads * (size_t)h->num_rows * M3IDX_TOPK;
-    const int scores = h->want_scores;
-    r->topk = s->blocks ? NULL : malloc(4 * pairs * M3IDX_TOPK + 1);
-    r->ids = s->blocks ? malloc(4 * lists + 1) : NULL;
-    r->vals = s->blocks ? malloc(4 * lists + 1) : NULL;
-    r->scores = scores ? malloc(4 * pairs * (size_t)r->width + 1) : NULL;
-    if ((!s->blocks && !r->topk) || (s->blocks && (!r->ids || !r->vals)) ||
-        (scores && !r->scores))
-      return -1;
+    if (room_ok) {
+      r->topk = blocks ? NULL : malloc(4 * pairs * M3IDX_TOPK + 1);
+      r->ids = blocks ? malloc(4 * lists + 1) : NULL;
+      r->vals = blocks ? malloc(4 * lists + 1) : NULL;
+      r->scores = h->want_scores ? malloc(4 * pairs * (size_t)r->width + 1) : NULL;
+      room = (blocks || r->topk) && (!blocks || (r->ids && r->vals)) &&
+             (!h->want_scores || r->scores);
+    }
+    e = send_bytes(c, peer, &room, sizeof room);
+  } else if (e == 0) {
+    e = recv_bytes(c, peer, &room, sizeof room);
   }
+  if (e != 0 || !room)
+    return e != 0 ? e : -1;
   const int64_t pairs = (int64_t)h->num_heads * r->rows;
   const int64_t lists = (int64_t)h->num_heads * h->num_rows * M3IDX_TOPK;
   struct {
     void *p;
     int64_t n;
-  } parts[4] = {{r->topk, s->blocks ? 0 : 4 * pairs * M3IDX_TOPK},
-                {r->ids, s->blocks ? 4 * lists : 0},
-                {r->vals, s->blocks ? 4 * lists : 0},
+  } parts[4] = {{r->topk, blocks ? 0 : 4 * pairs * M3IDX_TOPK},
+                {r->ids, blocks ? 4 * lists : 0},
+                {r->vals, blocks ? 4 * lists : 0},
                 {r->scores, h->want_scores ? 4 * pairs * r->width : 0}};
   for (int i = 0; i < 4 && e == 0; i++)
     if (parts[i].n > 0)
@@ -96,39 +103,40 @@ static int result_transfer(MPI_Comm c, int peer, int sending, const struct call_
   return e;
 }
 
-/* Steps 4 and 5 at the root, after every rank succeeded: the results in
- * rank order, then the merge of a block split. */
+/* Step 5 at the root, after every rank succeeded: the results in rank
+ * order (every rank's, even after a failure, so that none waits), then
+ * the merge of a block split. */
 static m3idx_status gather(MPI_Comm c, int root, int ranks, const struct call_head *h,
                            const int32_t *sl, const int32_t *cu, const int32_t *ctx,
                            struct share_result *own, int32_t *topk, float *scores) {
   const int64_t lists = (int64_t)h->num_heads * h->num_rows * M3IDX_TOPK;
+  const int blocks = plan_split(h, sl, ranks) == M3IDX_MPI_SPLIT_BLOCKS;
   const int32_t **ids = calloc((size_t)ranks, sizeof *ids);
   const float **vals = calloc((size_t)ranks, sizeof *vals);
   struct share_result *got = calloc((size_t)ranks, sizeof *got);
   m3idx_status st = ids && vals && got ? M3IDX_OK
                                        : agree_fail(M3IDX_ERR_NO_MEMORY, "no memory to gather");
-  int blocks = 0;
   for (int k = 0; k < ranks; k++) {
-    struct share s;
-    if (plan_share(h, sl, cu, ctx, ranks, k, &s) != 0) {
-      st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory to gather");
-      continue;
-    }
-    blocks = s.blocks;
-    struct share_result *r = k == root ? own : &got[k];
+    struct share_result none = {0};
+    struct share_result *r = k == root ? own : got ? &got[k] : &none;
     if (k != root) {
-      const int e = result_transfer(c, k, 0, h, &s, r);
+      const int e = result_transfer(c, k, 0, st == M3IDX_OK, h, blocks, r);
       if (e != 0 && st == M3IDX_OK)
         st = e < 0 ? agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for rank %d's results", k)
                    : agree_mpi_failed("receiving a result", e);
     }
-    if (st == M3IDX_OK)
+    struct share s;
+    if (st == M3IDX_OK && plan_share(h, sl, cu, ctx, ranks, k, &s) != 0)
+      st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory to gather");
+    else if (st == M3IDX_OK) {
       place(h, &s, sl, cu, ctx, r, topk, scores);
+      plan_share_free(&s);
+    }
     if (ids && vals) {
       ids[k] = r->ids;
       vals[k] = r->vals;
     }
-    plan_share_free(&s);
+    share_result_free(&none);
   }
   if (st == M3IDX_OK && blocks && m3idx_merge_topk(lists / M3IDX_TOPK, ranks, ids, vals, topk,
                                                    NULL) != M3IDX_OK)
@@ -193,9 +201,10 @@ m3idx_status m3idx_mpi_index_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
     if (st == M3IDX_OK)
       st = gather(cs.c, cs.root, cs.ranks, h, cs.sl, cs.cu, cs.cx, &res, out_topk, out_scores);
   } else {
-    const int e = result_transfer(cs.c, cs.root, 1, h, &cs.mine, &res);
+    const int e = result_transfer(cs.c, cs.root, 1, 1, h, cs.mine.blocks, &res);
     if (e != 0)
-      st = agree_mpi_failed("sending its result", e);
+      st = e < 0 ? agree_fail(M3IDX_ERR_NO_MEMORY, "the root could not take its result")
+                 : agree_mpi_failed("sending its result", e);
   }
   /* The outputs only once every rank knows that every rank succeeded. */
   st = agree(cs.c, st);

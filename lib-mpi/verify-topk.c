@@ -75,14 +75,43 @@ static m3idx_status verify_share(const struct call_setup *cs, const m3idx_verify
   return st;
 }
 
-/* Rank k's verdicts and summary, sent to the root or received there. */
-static int transfer(MPI_Comm c, int peer, int sending, int64_t pairs, m3idx_verify_row *verdicts,
-                    m3idx_verify_summary *sum) {
+/* Rank k's summary, then (when the root says it takes them: room_ok at
+ * the root) its verdicts, sent to the root or received there: 0, -1 when
+ * the root takes nothing, or the MPI error. */
+static int transfer(MPI_Comm c, int peer, int sending, int room_ok, int64_t pairs,
+                    m3idx_verify_row *verdicts, m3idx_verify_summary *sum) {
+  int32_t room = room_ok;
   int e = sending ? send_bytes(c, peer, sum, sizeof *sum) : recv_bytes(c, peer, sum, sizeof *sum);
-  if (e == 0 && pairs > 0)
+  if (e == 0)
+    e = sending ? recv_bytes(c, peer, &room, sizeof room) : send_bytes(c, peer, &room, sizeof room);
+  if (e != 0 || !room)
+    return e != 0 ? e : -1;
+  if (pairs > 0)
     e = sending ? send_bytes(c, peer, verdicts, pairs * (int64_t)sizeof *verdicts)
                 : recv_bytes(c, peer, verdicts, pairs * (int64_t)sizeof *verdicts);
   return e;
+}
+
+/* The width of rank k's batch: blocks of its longest sub-request (the
+ * last row's position + 1 of each prefill request it holds rows of). */
+static int32_t share_width(const struct call_head *h, const struct call_setup *cs, int k) {
+  struct share s;
+  if (plan_share(h, cs->sl, cs->cu, cs->cx, cs->ranks, k, &s) != 0)
+    return 0;
+  int32_t width = 0;
+  for (int32_t i = s.row0; i < s.row1; i++) {
+    int32_t len;
+    if (h->mode == M3IDX_MODE_DECODE) {
+      len = cs->sl[i / h->query_len];
+    } else {
+      const int32_t r = m3idx__request_at(cs->cu, h->num_reqs, i);
+      len = cs->cx[r] + (i - cs->cu[r]) + 1;
+    }
+    const int32_t w = (int32_t)m3idx__blocks_of(len);
+    width = w > width ? w : width;
+  }
+  plan_share_free(&s);
+  return width;
 }
 
 m3idx_status m3idx_mpi_verify_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
@@ -118,52 +147,64 @@ m3idx_status m3idx_mpi_verify_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
   int32_t *ids = malloc(sizeof(int32_t) * (size_t)pairs_k * M3IDX_TOPK + 1);
   float *sc = h->want_scores ? malloc(sizeof(float) * (size_t)(pairs_k * width_k) + 1) : NULL;
   m3idx_verify_row *verdicts = malloc(sizeof *verdicts * (size_t)pairs_k + 1);
+  /* The root's room for any rank's slice, taken before the agreement
+     below, so that once it holds nothing but MPI can fail. */
+  int32_t *kids = NULL;
+  float *ksc = NULL;
+  const int send = !everywhere;
+  if (send && cs.rank == cs.root) {
+    int64_t most = 0, most_scores = 0;
+    for (int k = 0; k < cs.ranks; k++) {
+      const int32_t width = share_width(h, &cs, k);
+      struct share s;
+      if (plan_share(h, cs.sl, cs.cu, cs.cx, cs.ranks, k, &s) != 0) {
+        most = -1;
+        break;
+      }
+      const int64_t pk = (int64_t)h->num_heads * (s.row1 - s.row0);
+      plan_share_free(&s);
+      most = pk > most ? pk : most;
+      most_scores = pk * width > most_scores ? pk * width : most_scores;
+    }
+    kids = most >= 0 ? malloc(sizeof(int32_t) * (size_t)most * M3IDX_TOPK + 1) : NULL;
+    ksc = h->want_scores ? malloc(sizeof(float) * (size_t)most_scores + 1) : NULL;
+    if (kids == NULL || (h->want_scores && ksc == NULL))
+      st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for the ranks' candidates");
+  }
   if (e != MPI_SUCCESS)
     st = agree_mpi_failed("MPI_Bcast (the verify options)", e);
   else if (ids == NULL || verdicts == NULL || (h->want_scores && sc == NULL))
     st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for its rows' candidate");
-  if (st == M3IDX_OK && (everywhere || cs.rank == cs.root)) {
+  /* Every rank has room before the root sends (a send nobody receives
+     would wait for ever). */
+  st = agree(cs.c, st);
+  if (st == M3IDX_OK && (everywhere || cs.rank == cs.root))
     slice(h, candidate, candidate_scores, stride, cs.mine.row0, rows_k, width_k, ids, sc);
-  }
-  if (!everywhere && cs.rank == cs.root) {
-    for (int k = 0; k < cs.ranks; k++) {
+  if (st == M3IDX_OK && send && cs.rank == cs.root) {
+    for (int k = 0; k < cs.ranks && st == M3IDX_OK; k++) {
       struct share s;
       if (k == cs.root || plan_share(h, cs.sl, cs.cu, cs.cx, cs.ranks, k, &s) != 0)
         continue;
-      const int32_t n = s.row1 - s.row0;
-      int32_t width = 0; /* the share's width: its longest sub-request's */
-      for (int32_t i = s.row0; i < s.row1; i++) {
-        const int32_t hi = (int32_t)m3idx__blocks_of(
-            h->mode == M3IDX_MODE_DECODE
-                ? cs.sl[i / h->query_len]
-                : cs.cx[m3idx__request_at(cs.cu, h->num_reqs, i)] +
-                      (i - cs.cu[m3idx__request_at(cs.cu, h->num_reqs, i)]) + 1);
-        width = hi > width ? hi : width;
-      }
+      const int32_t n = s.row1 - s.row0, width = share_width(h, &cs, k);
+      const int32_t row0 = s.row0;
       plan_share_free(&s);
       const int64_t pk = (int64_t)h->num_heads * n;
-      int32_t *kids = malloc(sizeof(int32_t) * (size_t)pk * M3IDX_TOPK + 1);
-      float *ksc = h->want_scores ? malloc(sizeof(float) * (size_t)(pk * width) + 1) : NULL;
-      if (kids != NULL && (!h->want_scores || ksc != NULL)) {
-        slice(h, candidate, candidate_scores, stride, s.row0, n, width, kids, ksc);
-        e = send_bytes(cs.c, k, kids, 4 * pk * M3IDX_TOPK);
-        if (e == 0 && ksc)
-          e = send_bytes(cs.c, k, ksc, 4 * pk * width);
-      } else {
-        st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for rank %d's candidate", k);
-      }
-      free(kids);
-      free(ksc);
-      if (e != 0 && st == M3IDX_OK)
+      slice(h, candidate, candidate_scores, stride, row0, n, width, kids, ksc);
+      e = send_bytes(cs.c, k, kids, 4 * pk * M3IDX_TOPK);
+      if (e == 0 && ksc)
+        e = send_bytes(cs.c, k, ksc, 4 * pk * width);
+      if (e != 0)
         st = agree_mpi_failed("sending a candidate", e);
     }
-  } else if (!everywhere && pairs_k > 0 && ids != NULL && (!h->want_scores || sc != NULL)) {
+  } else if (st == M3IDX_OK && send && pairs_k > 0) {
     e = recv_bytes(cs.c, cs.root, ids, 4 * pairs_k * M3IDX_TOPK);
     if (e == 0 && sc)
       e = recv_bytes(cs.c, cs.root, sc, 4 * pairs_k * width_k);
     if (e != 0)
       st = agree_mpi_failed("receiving its candidate", e);
   }
+  free(kids);
+  free(ksc);
   m3idx_verify_summary mine;
   if (st == M3IDX_OK)
     st = verify_share(&cs, &vo, ids, sc, verdicts, &mine);
@@ -177,26 +218,29 @@ m3idx_status m3idx_mpi_verify_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
     if (all == NULL || got == NULL)
       st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for the verdicts");
     const int no_dev = (vo.flags & M3IDX_VERIFY_NO_MAX_DEVIATION) != 0;
-    for (int k = 0; k < cs.ranks && st == M3IDX_OK; k++) {
+    /* Every rank's, even after a failure, so that none waits. */
+    for (int k = 0; k < cs.ranks; k++) {
       struct share s;
-      if (plan_share(h, cs.sl, cs.cu, cs.cx, cs.ranks, k, &s) != 0) {
+      int32_t n = 0, row0 = 0;
+      if (plan_share(h, cs.sl, cs.cu, cs.cx, cs.ranks, k, &s) == 0) {
+        n = s.row1 - s.row0, row0 = s.row0;
+        plan_share_free(&s);
+      } else if (st == M3IDX_OK) {
         st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for the verdicts");
-        break;
       }
-      const int32_t n = s.row1 - s.row0;
-      plan_share_free(&s);
       m3idx_verify_summary ks = mine;
       const m3idx_verify_row *kv = verdicts;
       if (k != cs.root) {
-        e = transfer(cs.c, k, 0, (int64_t)h->num_heads * n, got, &ks);
-        if (e != 0) {
-          st = agree_mpi_failed("receiving verdicts", e);
-          break;
-        }
+        e = transfer(cs.c, k, 0, st == M3IDX_OK, (int64_t)h->num_heads * n, got, &ks);
+        if (e != 0 && st == M3IDX_OK)
+          st = e < 0 ? agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for the verdicts")
+                     : agree_mpi_failed("receiving verdicts", e);
         kv = got;
       }
+      if (st != M3IDX_OK)
+        continue;
       for (int64_t hd = 0; hd < h->num_heads; hd++)
-        memcpy(all + hd * h->num_rows + s.row0, kv + hd * n, sizeof *all * (size_t)n);
+        memcpy(all + hd * h->num_rows + row0, kv + hd * n, sizeof *all * (size_t)n);
       total.rows += ks.rows;
       total.exact += ks.exact;
       total.equivalent += ks.equivalent;
@@ -209,9 +253,10 @@ m3idx_status m3idx_mpi_verify_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
       total.max_score_deviation = NAN;
     free(got);
   } else if (st == M3IDX_OK) {
-    e = transfer(cs.c, cs.root, 1, pairs_k, verdicts, &mine);
+    e = transfer(cs.c, cs.root, 1, 1, pairs_k, verdicts, &mine);
     if (e != 0)
-      st = agree_mpi_failed("sending its verdicts", e);
+      st = e < 0 ? agree_fail(M3IDX_ERR_NO_MEMORY, "the root could not take its verdicts")
+                 : agree_mpi_failed("sending its verdicts", e);
   }
   st = agree(cs.c, st);
   if (st == M3IDX_OK && cs.rank == cs.root) {
