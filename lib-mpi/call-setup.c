@@ -52,12 +52,13 @@ static void head_of(const m3idx_mpi_options *o, const m3idx_batch *b, const m3id
 
 /* Step 3: the root builds and sends every share, keeping its own. */
 static m3idx_status send_shares(MPI_Comm c, int root, int ranks, const struct call_head *h,
-                                const struct call_inputs_g *g, struct package *own) {
+                                const struct call_inputs_g *g, const int32_t *bound,
+                                struct package *own) {
   m3idx_status st = M3IDX_OK;
   for (int k = 0; k < ranks; k++) {
     struct share s;
     struct package p = {0};
-    if (plan_share(h, g->seq_lens, g->cu, g->ctx, ranks, k, &s) != 0 ||
+    if (plan_share(h, g->seq_lens, bound, ranks, k, &s) != 0 ||
         package_build(h, g, &s, k == root, &p) != 0) {
       /* The rank gets an empty share, and the root's failure stops all. */
       st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for rank %d's share", k);
@@ -83,7 +84,8 @@ void call_setup_free(struct call_setup *cs) {
   free(cs->sl);
   free(cs->cu);
   free(cs->cx);
-  cs->sl = cs->cu = cs->cx = NULL;
+  free(cs->bound);
+  cs->sl = cs->cu = cs->cx = cs->bound = NULL;
   MPI_Comm_free(&cs->c);
 }
 
@@ -150,6 +152,7 @@ m3idx_status call_setup(MPI_Comm comm, const m3idx_mpi_options *opts, const m3id
     cs->sl = malloc(4 * (size_t)h->num_reqs + 4);
     cs->cu = malloc(4 * (size_t)h->num_reqs + 8);
     cs->cx = malloc(4 * (size_t)h->num_reqs + 4);
+    cs->bound = malloc(4 * (size_t)ranks + 4);
   }
   const int prefill = h->mode == M3IDX_MODE_PREFILL;
   if (e == MPI_SUCCESS && cs->sl && cs->cu && cs->cx) {
@@ -168,9 +171,13 @@ m3idx_status call_setup(MPI_Comm comm, const m3idx_mpi_options *opts, const m3id
   }
   if (e != MPI_SUCCESS)
     st = agree_mpi_failed("MPI_Bcast (the call's sizes and lengths)", e);
-  else if (!cs->sl || !cs->cu || !cs->cx ||
-           plan_share(h, cs->sl, cs->cu, cs->cx, ranks, rank, &cs->mine) != 0)
+  else if (!cs->sl || !cs->cu || !cs->cx || !cs->bound)
     st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for the call's lengths");
+  if (st == M3IDX_OK) {
+    plan_bounds(h, cs->sl, cs->cu, cs->cx, ranks, cs->bound);
+    if (plan_share(h, cs->sl, cs->bound, ranks, rank, &cs->mine) != 0)
+      st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for its share");
+  }
   st = agree(c, st);
   if (st != M3IDX_OK) {
     call_setup_free(cs);
@@ -185,7 +192,7 @@ m3idx_status call_setup(MPI_Comm comm, const m3idx_mpi_options *opts, const m3id
     if (package_build(h, &g, &cs->mine, 1, &cs->own) != 0)
       st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for its share");
   } else if (rank == root) {
-    st = send_shares(c, root, ranks, h, &g, &cs->own);
+    st = send_shares(c, root, ranks, h, &g, cs->bound, &cs->own);
   } else {
     e = package_recv(c, root, h, &cs->own);
     if (e != 0)

@@ -16,6 +16,7 @@ struct call_setup {
   m3idx_mpi_options o;
   struct call_head h;
   int32_t *sl, *cu, *cx; /* the batch's lengths, on every rank */
+  int32_t *bound;        /* plan_bounds' [ranks + 1] */
   struct share mine;
   struct package own;
 };

@@ -108,7 +108,8 @@ static int result_transfer(MPI_Comm c, int peer, int sending, int room_ok,
  * the merge of a block split. */
 static m3idx_status gather(MPI_Comm c, int root, int ranks, const struct call_head *h,
                            const int32_t *sl, const int32_t *cu, const int32_t *ctx,
-                           struct share_result *own, int32_t *topk, float *scores) {
+                           const int32_t *bound, struct share_result *own, int32_t *topk,
+                           float *scores) {
   const int64_t lists = (int64_t)h->num_heads * h->num_rows * M3IDX_TOPK;
   const int blocks = plan_split(h, sl, ranks) == M3IDX_MPI_SPLIT_BLOCKS;
   const int32_t **ids = calloc((size_t)ranks, sizeof *ids);
@@ -126,7 +127,7 @@ static m3idx_status gather(MPI_Comm c, int root, int ranks, const struct call_he
                    : agree_mpi_failed("receiving a result", e);
     }
     struct share s;
-    if (st == M3IDX_OK && plan_share(h, sl, cu, ctx, ranks, k, &s) != 0)
+    if (st == M3IDX_OK && plan_share(h, sl, bound, ranks, k, &s) != 0)
       st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory to gather");
     else if (st == M3IDX_OK) {
       place(h, &s, sl, cu, ctx, r, topk, scores);
@@ -199,7 +200,8 @@ m3idx_status m3idx_mpi_index_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
     if (st == M3IDX_OK && scores)
       memcpy(out_scores, scores, 4 * score_count);
     if (st == M3IDX_OK)
-      st = gather(cs.c, cs.root, cs.ranks, h, cs.sl, cs.cu, cs.cx, &res, out_topk, out_scores);
+      st = gather(cs.c, cs.root, cs.ranks, h, cs.sl, cs.cu, cs.cx, cs.bound, &res, out_topk,
+                  out_scores);
   } else {
     const int e = result_transfer(cs.c, cs.root, 1, 1, h, cs.mine.blocks, &res);
     if (e != 0)

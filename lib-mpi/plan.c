@@ -36,18 +36,21 @@ static int64_t cost_of(const struct call_head *h, const int32_t *seq_lens, const
   return plan_row_blocks(h, seq_lens, cu, ctx, t);
 }
 
-/* The first item of rank k's range: where the cost before it reaches k/P
- * of the total. */
-static int32_t boundary(const struct call_head *h, const int32_t *seq_lens, const int32_t *cu,
-                        const int32_t *ctx, int32_t items, int64_t total, int ranks, int k) {
-  if (k >= ranks)
-    return items;
-  const int64_t want = (total * k + ranks - 1) / ranks; /* ceil(total k / P) */
-  int64_t before = 0;
+void plan_bounds(const struct call_head *h, const int32_t *seq_lens, const int32_t *cu,
+                 const int32_t *ctx, int ranks, int32_t *bound) {
+  const int32_t items = h->mode == M3IDX_MODE_DECODE ? h->num_reqs : h->num_rows;
+  int64_t total = 0, before = 0;
+  for (int32_t t = 0; t < items; t++)
+    total += cost_of(h, seq_lens, cu, ctx, t);
+  /* Rank k starts where the cost before it reaches ceil(total k / P). */
   int32_t t = 0;
-  while (t < items && before < want)
-    before += cost_of(h, seq_lens, cu, ctx, t++);
-  return t;
+  for (int k = 0; k < ranks; k++) {
+    const int64_t want = (total * k + ranks - 1) / ranks;
+    while (t < items && before < want)
+      before += cost_of(h, seq_lens, cu, ctx, t++);
+    bound[k] = t;
+  }
+  bound[ranks] = items;
 }
 
 int plan_split(const struct call_head *h, const int32_t *seq_lens, int ranks) {
@@ -65,8 +68,8 @@ int plan_split(const struct call_head *h, const int32_t *seq_lens, int ranks) {
   return most * ranks > 2 * total ? M3IDX_MPI_SPLIT_BLOCKS : M3IDX_MPI_SPLIT_ROWS;
 }
 
-int plan_share(const struct call_head *h, const int32_t *seq_lens, const int32_t *cu,
-               const int32_t *ctx, int ranks, int k, struct share *s) {
+int plan_share(const struct call_head *h, const int32_t *seq_lens, const int32_t *bound,
+               int ranks, int k, struct share *s) {
   *s = (struct share){0};
   if (plan_split(h, seq_lens, ranks) == M3IDX_MPI_SPLIT_BLOCKS) {
     s->blocks = 1;
@@ -87,19 +90,17 @@ int plan_share(const struct call_head *h, const int32_t *seq_lens, const int32_t
     }
     return 0;
   }
-  const int32_t items = h->mode == M3IDX_MODE_DECODE ? h->num_reqs : h->num_rows;
-  int64_t total = 0;
-  for (int32_t t = 0; t < items; t++)
-    total += cost_of(h, seq_lens, cu, ctx, t);
-  const int32_t a = boundary(h, seq_lens, cu, ctx, items, total, ranks, k);
-  const int32_t b = boundary(h, seq_lens, cu, ctx, items, total, ranks, k + 1);
-  if (h->mode == M3IDX_MODE_DECODE) {
-    s->req0 = a, s->req1 = b;
-    s->row0 = a * h->query_len, s->row1 = b * h->query_len;
-  } else {
-    s->row0 = a, s->row1 = b;
-  }
+  plan_rows(h, bound, k, &s->row0, &s->row1);
+  if (h->mode == M3IDX_MODE_DECODE)
+    s->req0 = bound[k], s->req1 = bound[k + 1];
   return 0;
+}
+
+void plan_rows(const struct call_head *h, const int32_t *bound, int k, int32_t *row0,
+               int32_t *row1) {
+  const int32_t per = h->mode == M3IDX_MODE_DECODE ? h->query_len : 1; /* a request's rows */
+  *row0 = bound[k] * per;
+  *row1 = bound[k + 1] * per;
 }
 
 void plan_share_free(struct share *s) {

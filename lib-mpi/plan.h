@@ -31,10 +31,20 @@ struct share {
 /* The split to use: rows or blocks (M3IDX_MPI_SPLIT_ROWS / _BLOCKS). */
 int plan_split(const struct call_head *h, const int32_t *seq_lens, int ranks);
 
-/* Rank k's share of the call (lo and hi allocated for a block split):
- * 0, or -1 without memory. */
-int plan_share(const struct call_head *h, const int32_t *seq_lens, const int32_t *cu,
-               const int32_t *ctx, int ranks, int k, struct share *s);
+/* The ranks' row ranges of a row split, in one pass over the rows:
+ * bound [ranks + 1] receives the first item (decode: request; prefill:
+ * row) of each rank's range, and the item count last. */
+void plan_bounds(const struct call_head *h, const int32_t *seq_lens, const int32_t *cu,
+                 const int32_t *ctx, int ranks, int32_t *bound);
+
+/* Rank k's rows [*row0, *row1) in a row split, from plan_bounds' bound. */
+void plan_rows(const struct call_head *h, const int32_t *bound, int k, int32_t *row0,
+               int32_t *row1);
+
+/* Rank k's share of the call, from plan_bounds' bound (lo and hi
+ * allocated for a block split): 0, or -1 without memory. */
+int plan_share(const struct call_head *h, const int32_t *seq_lens, const int32_t *bound,
+               int ranks, int k, struct share *s);
 void plan_share_free(struct share *s);
 
 /* Causal blocks of global row i. */

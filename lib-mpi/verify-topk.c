@@ -92,25 +92,13 @@ static int transfer(MPI_Comm c, int peer, int sending, int room_ok, int64_t pair
   return e;
 }
 
-/* The width of rank k's batch: blocks of its longest sub-request (the
- * last row's position + 1 of each prefill request it holds rows of). */
-static int32_t share_width(const struct call_head *h, const struct call_setup *cs, int k) {
-  struct share s;
-  if (plan_share(h, cs->sl, cs->cu, cs->cx, cs->ranks, k, &s) != 0)
-    return 0;
+/* The width of the batch of rows [row0, row1): their most causal blocks. */
+static int32_t rows_width(const struct call_setup *cs, int32_t row0, int32_t row1) {
   int32_t width = 0;
-  for (int32_t i = s.row0; i < s.row1; i++) {
-    int32_t len;
-    if (h->mode == M3IDX_MODE_DECODE) {
-      len = cs->sl[i / h->query_len];
-    } else {
-      const int32_t r = m3idx__request_at(cs->cu, h->num_reqs, i);
-      len = cs->cx[r] + (i - cs->cu[r]) + 1;
-    }
-    const int32_t w = (int32_t)m3idx__blocks_of(len);
+  for (int32_t i = row0; i < row1; i++) {
+    const int32_t w = plan_row_blocks(&cs->h, cs->sl, cs->cu, cs->cx, i);
     width = w > width ? w : width;
   }
-  plan_share_free(&s);
   return width;
 }
 
@@ -155,18 +143,14 @@ m3idx_status m3idx_mpi_verify_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
   if (send && cs.rank == cs.root) {
     int64_t most = 0, most_scores = 0;
     for (int k = 0; k < cs.ranks; k++) {
-      const int32_t width = share_width(h, &cs, k);
-      struct share s;
-      if (plan_share(h, cs.sl, cs.cu, cs.cx, cs.ranks, k, &s) != 0) {
-        most = -1;
-        break;
-      }
-      const int64_t pk = (int64_t)h->num_heads * (s.row1 - s.row0);
-      plan_share_free(&s);
+      int32_t row0, row1;
+      plan_rows(h, cs.bound, k, &row0, &row1);
+      const int64_t pk = (int64_t)h->num_heads * (row1 - row0);
+      const int64_t pks = pk * rows_width(&cs, row0, row1);
       most = pk > most ? pk : most;
-      most_scores = pk * width > most_scores ? pk * width : most_scores;
+      most_scores = pks > most_scores ? pks : most_scores;
     }
-    kids = most >= 0 ? malloc(sizeof(int32_t) * (size_t)most * M3IDX_TOPK + 1) : NULL;
+    kids = malloc(sizeof(int32_t) * (size_t)most * M3IDX_TOPK + 1);
     ksc = h->want_scores ? malloc(sizeof(float) * (size_t)most_scores + 1) : NULL;
     if (kids == NULL || (h->want_scores && ksc == NULL))
       st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for the ranks' candidates");
@@ -182,12 +166,11 @@ m3idx_status m3idx_mpi_verify_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
     slice(h, candidate, candidate_scores, stride, cs.mine.row0, rows_k, width_k, ids, sc);
   if (st == M3IDX_OK && send && cs.rank == cs.root) {
     for (int k = 0; k < cs.ranks && st == M3IDX_OK; k++) {
-      struct share s;
-      if (k == cs.root || plan_share(h, cs.sl, cs.cu, cs.cx, cs.ranks, k, &s) != 0)
+      int32_t row0, row1;
+      plan_rows(h, cs.bound, k, &row0, &row1);
+      if (k == cs.root)
         continue;
-      const int32_t n = s.row1 - s.row0, width = share_width(h, &cs, k);
-      const int32_t row0 = s.row0;
-      plan_share_free(&s);
+      const int32_t n = row1 - row0, width = rows_width(&cs, row0, row1);
       const int64_t pk = (int64_t)h->num_heads * n;
       slice(h, candidate, candidate_scores, stride, row0, n, width, kids, ksc);
       e = send_bytes(cs.c, k, kids, 4 * pk * M3IDX_TOPK);
@@ -220,14 +203,9 @@ m3idx_status m3idx_mpi_verify_topk(MPI_Comm comm, const m3idx_mpi_options *opts,
     const int no_dev = (vo.flags & M3IDX_VERIFY_NO_MAX_DEVIATION) != 0;
     /* Every rank's, even after a failure, so that none waits. */
     for (int k = 0; k < cs.ranks; k++) {
-      struct share s;
-      int32_t n = 0, row0 = 0;
-      if (plan_share(h, cs.sl, cs.cu, cs.cx, cs.ranks, k, &s) == 0) {
-        n = s.row1 - s.row0, row0 = s.row0;
-        plan_share_free(&s);
-      } else if (st == M3IDX_OK) {
-        st = agree_fail(M3IDX_ERR_NO_MEMORY, "no memory for the verdicts");
-      }
+      int32_t row0, row1;
+      plan_rows(h, cs.bound, k, &row0, &row1);
+      const int32_t n = row1 - row0;
       m3idx_verify_summary ks = mine;
       const m3idx_verify_row *kv = verdicts;
       if (k != cs.root) {
