@@ -84,11 +84,11 @@ struct check_batch {
 enum { CALLS = 3 };
 static const char *const call_name[CALLS] = {"decode", "prefill", "one-pair decode"};
 
-/* Call i of the check (scores into scores, a work map into map for
- * decode): decode with QLEN rows and HEADS heads a request, scale 0.625;
- * prefill, scale -0.375 (the filter then looks for the smallest D);
- * decode with one pair a request, scale 1.5. */
-static m3idx_call check_call(int i, const check_batch &b, float *scores, int32_t *map) {
+/* Call i of the check on batch b (NULL: its geometry alone), scores into
+ * scores, a work map into map for decode: decode with QLEN rows and HEADS
+ * heads a request, scale 0.625; prefill, scale -0.375 (the filter then
+ * looks for the smallest D); decode with one pair a request, scale 1.5. */
+static m3idx_call check_call(int i, const check_batch *b, float *scores, int32_t *map) {
   m3idx_call c{};
   c.stage = M3IDX_STAGE_SCORE;
   c.num_reqs = REQS;
@@ -96,11 +96,11 @@ static m3idx_call check_call(int i, const check_batch &b, float *scores, int32_t
   c.max_seq_len = WIDTH * 128;
   c.width = WIDTH;
   c.seq_lens = seq_lens;
-  c.query = b.query;
+  c.query = b ? b->query : NULL;
   c.query_dtype = M3IDX_DTYPE_BF16;
-  c.pages = b.pages;
+  c.pages = b ? b->pages : NULL;
   c.num_pages = PAGES;
-  c.block_table = b.bt;
+  c.block_table = b ? b->bt : NULL;
   c.bt_stride = WIDTH;
   c.scores = scores;
   c.score_stride = WIDTH;
@@ -124,7 +124,8 @@ static m3idx_call check_call(int i, const check_batch &b, float *scores, int32_t
 
 /* Scores of call i: heads x rows x WIDTH. */
 static int scores_of(int i) {
-  return (i == 2 ? 1 : HEADS) * (i == 1 ? ROWS : REQS * (i == 0 ? QLEN : 1)) * WIDTH;
+  const m3idx_call c = check_call(i, NULL, NULL, NULL);
+  return c.num_heads * c.num_rows * WIDTH;
 }
 
 /* Call c (host memory) staged into d and scored with kernels k on st,
@@ -153,7 +154,7 @@ static hipError_t run_both(const check_batch &b, const gpu_kernels &with, float 
   alone.rows = 1u << (m3idx_gpu_kernel_count() - 1);
   size_t used = 0;
   for (int i = 0; i < CALLS; i++) {
-    const m3idx_call c = check_call(i, b, plain, map);
+    const m3idx_call c = check_call(i, &b, plain, map);
     const size_t u = stage_plan_of(&c).used;
     used = used > u ? used : u;
   }
@@ -170,8 +171,8 @@ static hipError_t run_both(const check_batch &b, const gpu_kernels &with, float 
   unsigned *err = (unsigned *)(d + used);
   TRY(hipMemsetAsync(err, 0, sizeof *err, st), "clearing the error word");
   for (int i = 0, at = 0; i < CALLS; at += scores_of(i), i++) {
-    TRY(run_call(check_call(i, b, plain + at, map), alone, d, err, st), "the plain row's kernels");
-    TRY(run_call(check_call(i, b, other + at, map), with, d, err, st), "the fast row's kernels");
+    TRY(run_call(check_call(i, &b, plain + at, map), alone, d, err, st), "the plain row's kernels");
+    TRY(run_call(check_call(i, &b, other + at, map), with, d, err, st), "the fast row's kernels");
     TRY(hipStreamSynchronize(st), "hipStreamSynchronize");
   }
   TRY(hipMemcpyAsync(bits, err, sizeof *bits, hipMemcpyDeviceToHost, st), "copy to host");
@@ -218,7 +219,7 @@ hipError_t m3idx_gpu_self_check(const gpu_kernels &with, int *same, char *diff, 
         memcpy(&x, plain + at + j, 4);
         memcpy(&y, other + at + j, 4);
         if (x != y) {
-          const int rows = scores_of(i) / WIDTH / (i == 2 ? 1 : HEADS);
+          const int rows = check_call(i, NULL, NULL, NULL).num_rows;
           snprintf(diff, n, "%s head %d row %d block %d: 0x%08x, the plain path 0x%08x",
                    call_name[i], j / (rows * WIDTH), j / WIDTH % rows, j % WIDTH, y, x);
           *same = 0;
