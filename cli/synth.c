@@ -99,6 +99,16 @@ static void random_query(uint16_t *q, size_t n, uint64_t seed) {
   }
 }
 
+/* One query row (128 elements) in 20 gets its element 7 as +-2^-100
+   (bf16 0x0d80): its exponents then span more than 41 bits. */
+static void widen_rows(uint16_t *q, size_t rows, uint64_t seed) {
+  for (size_t r = 0; r < rows; r++) {
+    const uint64_t z = synth_mix(seed * 131 + r);
+    if (z % 20 == 0)
+      q[r * M3IDX_HEAD_DIM + 7] = (uint16_t)(0x0d80u | ((z >> 8) & 1u) << 15);
+  }
+}
+
 /* Random bytes: every page distinct, so every byte comes from memory;
    block tables a stride permutation of the pages (distinct, scattered).
    Scale bytes 120 .. 134, or any byte for hostile pages. */
@@ -198,8 +208,16 @@ int synth_make(struct synth *s, const struct synth_spec *spec) {
     synth_free(s);
     return -1;
   }
-  if (spec->style == SYNTH_RANDOM_BYTES || spec->style == SYNTH_HOSTILE_BYTES) {
+  if (spec->style == SYNTH_RANDOM_BYTES || spec->style == SYNTH_HOSTILE_BYTES ||
+      spec->style == SYNTH_WIDE_ROWS) {
     fill_random_bytes(s, spec->seed, spec->style == SYNTH_HOSTILE_BYTES);
+    if (spec->style == SYNTH_WIDE_ROWS) {
+      widen_rows(s->decode_query,
+                 (size_t)spec->num_reqs * (size_t)spec->query_len * (size_t)spec->num_heads,
+                 spec->seed);
+      widen_rows(s->prefill_query, (size_t)s->prefill_rows * (size_t)spec->num_heads,
+                 spec->seed);
+    }
   } else if (fill_model_like(s, spec->seed) != 0) {
     synth_free(s);
     return -1;

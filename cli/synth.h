@@ -7,7 +7,10 @@
  * fills pages with random nibbles and scales 2^-7..2^7, which is quick to
  * make at gigabytes, and scatters the block tables.  SYNTH_HOSTILE_BYTES
  * is the same with every scale byte random too (0 .. 255, NaN included):
- * most keys' scales spread past what fp64 sums allow.  SYNTH_SCORES makes
+ * most keys' scales spread past what fp64 sums allow.  SYNTH_WIDE_ROWS is
+ * SYNTH_RANDOM_BYTES with one (row, head) pair in 20 given an element of
+ * 2^-100, so that its exponents span past what fp64 sums allow and its
+ * candidate keys take the exact path.  SYNTH_SCORES makes
  * block scores to rank (with ties) and no pages.
  *
  * SPDX-License-Identifier: MIT
@@ -22,7 +25,13 @@
 /* The 128-token blocks of len tokens (SPEC section 5), in 64 bits. */
 static inline int64_t synth_blocks_of(int64_t len) { return (len + 127) / 128; }
 
-enum synth_style { SYNTH_MODEL_LIKE, SYNTH_RANDOM_BYTES, SYNTH_HOSTILE_BYTES, SYNTH_SCORES };
+enum synth_style {
+  SYNTH_MODEL_LIKE,
+  SYNTH_RANDOM_BYTES,
+  SYNTH_HOSTILE_BYTES,
+  SYNTH_SCORES,
+  SYNTH_WIDE_ROWS
+};
 
 struct synth_spec {
   enum synth_style style;

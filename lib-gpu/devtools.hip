@@ -141,12 +141,29 @@ __global__ void copy_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ ou
     out[i] = in[i];
 }
 
-static int dt_copy_bandwidth(size_t bytes, int repeats, double *bps, char *err, size_t n) {
+/* Reads every word; the XOR of a thread's words is stored only when it is
+ * all ones (it is not: the buffer is filled with bytes 1), so that the
+ * loads stay. */
+__global__ void read_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  uint4 x = {0u, 0u, 0u, 0u};
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint4 v = in[i];
+    x.x ^= v.x, x.y ^= v.y, x.z ^= v.z, x.w ^= v.w;
+  }
+  if ((x.x & x.y & x.z & x.w) == 0xffffffffu)
+    out[threadIdx.x] = x;
+}
+
+/* The best of repeats timed runs of the copy (read_only 0: bytes read and
+ * written) or of the reader over bytes. */
+static int bandwidth(int read_only, size_t bytes, int repeats, double *bps, char *err,
+                     size_t n) {
   void *a = nullptr, *b = nullptr;
   size_t words = bytes / 16;
   if (check(hipMalloc(&a, words * 16), "hipMalloc", err, n))
     return -1;
-  if (check(hipMalloc(&b, words * 16), "hipMalloc", err, n)) {
+  if (check(hipMalloc(&b, read_only ? 4096 : words * 16), "hipMalloc", err, n)) {
     (void)hipFree(a);
     return -1;
   }
@@ -162,19 +179,23 @@ static int dt_copy_bandwidth(size_t bytes, int repeats, double *bps, char *err, 
       uint4 *out;
       size_t n;
       dim3 grid, block;
-    } arg = {(const uint4 *)a, (uint4 *)b, words, grid, block};
+      int read_only;
+    } arg = {(const uint4 *)a, (uint4 *)b, words, grid, block, read_only};
     double sec = 0.0;
     rc = dt_time(
         0,
         [](void *x) -> int {
           arg_t *t = (arg_t *)x;
           (void)hipGetLastError(); /* only this launch's error counts */
-          hipLaunchKernelGGL(copy_kernel, t->grid, t->block, 0, 0, t->in, t->out, t->n);
+          if (t->read_only)
+            hipLaunchKernelGGL(read_kernel, t->grid, t->block, 0, 0, t->in, t->out, t->n);
+          else
+            hipLaunchKernelGGL(copy_kernel, t->grid, t->block, 0, 0, t->in, t->out, t->n);
           return hipGetLastError() == hipSuccess ? 0 : -1;
         },
         &arg, &sec, err, n);
     if (rc == 0 && i > 0 && sec > 0.0) {
-      double v = 2.0 * (double)(words * 16) / sec;
+      double v = (read_only ? 1.0 : 2.0) * (double)(words * 16) / sec;
       best = v > best ? v : best; /* the ceiling: the best of the repeats */
     }
   }
@@ -182,6 +203,14 @@ static int dt_copy_bandwidth(size_t bytes, int repeats, double *bps, char *err, 
   (void)hipFree(b);
   *bps = best;
   return rc;
+}
+
+static int dt_copy_bandwidth(size_t bytes, int repeats, double *bps, char *err, size_t n) {
+  return bandwidth(0, bytes, repeats, bps, err, n);
+}
+
+static int dt_read_bandwidth(size_t bytes, int repeats, double *bps, char *err, size_t n) {
+  return bandwidth(1, bytes, repeats, bps, err, n);
 }
 
 #define FMA_CHAINS 8
@@ -270,7 +299,7 @@ static const struct m3idx_devtools tools = {
     dt_stream_create, dt_stream_destroy, dt_stream_sync, dt_to_device_async,
     dt_capture_begin, dt_capture_end, dt_graph_launch, dt_graph_destroy, dt_time,
     dt_copy_bandwidth, dt_fma_peak, dt_device_name, dt_inject_device_failure,
-    dt_inject_broken_fast_path, dt_scoring_path, dt_scoring_kernel,
+    dt_inject_broken_fast_path, dt_scoring_path, dt_scoring_kernel, dt_read_bandwidth,
 };
 
 EXPORT const struct m3idx_devtools *m3idx_plugin_devtools(void) { return &tools; }

@@ -75,7 +75,8 @@ static const char *missing_devtools_member(const struct m3idx_devtools *t) {
            {"inject_device_failure", !!t->inject_device_failure},
            {"inject_broken_fast_path", !!t->inject_broken_fast_path},
            {"scoring_path", !!t->scoring_path},
-           {"scoring_kernel", !!t->scoring_kernel}};
+           {"scoring_kernel", !!t->scoring_kernel},
+           {"read_bandwidth", !!t->read_bandwidth}};
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
     if (!m[i].set)
       return m[i].name;

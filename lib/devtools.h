@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define M3IDX_DEVTOOLS_ABI 4
+#define M3IDX_DEVTOOLS_ABI 5
 #define M3IDX_DEVTOOLS_ENTRY "m3idx_plugin_devtools"
 
 struct m3idx_devtools {
@@ -67,6 +67,10 @@ struct m3idx_devtools {
    * M3IDX_HIP_PATH takes), fastest first; NULL past the last (the plain
    * row). */
   const char *(*scoring_kernel)(int i);
+  /* A kernel that only reads bytes (and keeps a sum it never stores
+   * unless it is impossible): bytes read per second.  The copy above
+   * understates what a reader such as the scoring kernels can reach. */
+  int (*read_bandwidth)(size_t bytes, int repeats, double *bytes_per_s, char *err, size_t n);
 };
 
 /* The loaded HIP plugin's developer tools, checked (ABI, no NULL member);

@@ -24,6 +24,8 @@
 #define PAGES(style, n, L, flags, seed) {BENCH_DECODE, n, L, 1, 1, 0, 0, flags, seed, style}
 /* Prefill: one request of R rows after C tokens of context. */
 #define PREFILL(R, C, flags, seed) {BENCH_PREFILL, 1, C, 0, 1, R, 0, flags, seed, SYNTH_RANDOM_BYTES}
+/* The same with one pair in 20 past fp64's span (SYNTH_WIDE_ROWS). */
+#define WIDE_PREFILL(R, C, flags, seed) {BENCH_PREFILL, 1, C, 0, 1, R, 0, flags, seed, SYNTH_WIDE_ROWS}
 /* Top-k alone: 64 rows of B blocks of scores. */
 #define TOPK(B, flags, seed) {BENCH_TOPK, 64, (B) * 128, 1, 1, 0, 0, flags, seed, SYNTH_SCORES}
 /* Decode 8 x 128K q1 h1 on T threads (0: the run's). */
@@ -66,6 +68,9 @@ const struct bench_case bench_cases[] = {
     PREFILL(4096, 0, C | G | SC | SG, 500),
     PREFILL(512, 32768, BENCH_CPU_QUICK | BENCH_VERIFY, 501),
     PREFILL(4096, 32768, C | GQ | SG | BENCH_VERIFY, 501),
+    /* The cost of rows whose candidates take the exact path: against the
+       case above (the same seed, pages and rows but for 5% of them). */
+    WIDE_PREFILL(4096, 32768, C | G | SG, 501),
     PREFILL(4096, K128, C | G | SG, 502),
     PREFILL(16384, 0, C | G | SG, 503),
     PREFILL(16384, 32768, C | G | SG, 504),
@@ -96,8 +101,8 @@ void bench_case_name(const struct bench_case *c, int threads, char *out, size_t 
     snprintf(out, n, "decode %dx%dK q%d h%d", (int)c->reqs, (int)(c->tokens / 1024),
              (int)c->query_len, (int)c->heads);
   } else if (c->stage == BENCH_PREFILL) {
-    snprintf(out, n, "prefill %d rows ctx %dK h%d", (int)c->rows, (int)(c->tokens / 1024),
-             (int)c->heads);
+    snprintf(out, n, "prefill %d rows ctx %dK h%d%s", (int)c->rows, (int)(c->tokens / 1024),
+             (int)c->heads, c->pages == SYNTH_WIDE_ROWS ? " wide" : "");
   } else {
     snprintf(out, n, "topk %d rows x %dK blocks", (int)(c->reqs * c->query_len),
              (int)(synth_blocks_of(c->tokens) / 1024));

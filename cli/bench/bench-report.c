@@ -44,10 +44,11 @@ static void print_table(const struct bench_report *rep) {
            rep->device[0], cpu->bytes_per_s / 1e9, cpu->page_bytes_per_s / 1e9,
            cpu->flops_per_s / 1e9, 100.0 * rep->ceiling_moved[0]);
   if (rep->device[1][0])
-    printf("gpu ceilings (%s): copy %.1f GB/s (read + write), fp32 FMA %.1f TFLOP/s;\n"
-           "  measured before and after the cases, the higher taken (they moved %.0f%%)\n",
-           rep->device[1], gpu->bytes_per_s / 1e9, gpu->flops_per_s / 1e12,
-           100.0 * rep->ceiling_moved[1]);
+    printf("gpu ceilings (%s): read only %.1f GB/s (the roof), copy %.1f GB/s (read +\n"
+           "  write), fp32 FMA %.1f TFLOP/s; measured before and after the cases, the higher\n"
+           "  taken (they moved %.0f%%)\n",
+           rep->device[1], gpu->page_bytes_per_s / 1e9, gpu->bytes_per_s / 1e9,
+           gpu->flops_per_s / 1e12, 100.0 * rep->ceiling_moved[1]);
   printf("\n%-40s %-4s %11s %10s %9s %7s %10s %7s %-10s %s\n", "case", "", "median", "Mkeys/s",
          "GB/s", "roof", "GFLOP/s", "peak", "same bytes", "note");
   int unreliable = 0;

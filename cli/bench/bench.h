@@ -61,8 +61,9 @@ struct bench_job {
 
 /* The ceilings a backend's figures are set against. */
 struct bench_ceilings {
-  double bytes_per_s;      /* CPU: plain read; GPU: device copy (read + write) */
-  double page_bytes_per_s; /* CPU: 8704-byte pages in shuffled order; GPU: 0 */
+  double bytes_per_s;      /* CPU: plain read (the roof); GPU: device copy (read + write) */
+  double page_bytes_per_s; /* CPU: 8704-byte pages in shuffled order; GPU: a kernel that
+                              only reads (the roof) */
   double flops_per_s;      /* fp32 FMA loop */
 };
 

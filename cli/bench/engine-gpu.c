@@ -72,9 +72,9 @@ static const char *gpu_device(void *engine) { return ((struct gpu_engine *)engin
 static int gpu_ceilings(void *engine, int quick, struct bench_ceilings *out, char *err,
                         size_t n) {
   struct gpu_engine *g = engine;
-  out->page_bytes_per_s = 0.0;
   cli_progress("gpu ceilings");
-  if (g->dt->copy_bandwidth((size_t)4 << 30, 10, &out->bytes_per_s, err, n))
+  if (g->dt->copy_bandwidth((size_t)4 << 30, 10, &out->bytes_per_s, err, n) ||
+      g->dt->read_bandwidth((size_t)4 << 30, 10, &out->page_bytes_per_s, err, n))
     return -1;
   return g->dt->fma_peak(&out->flops_per_s, err, n);
 }

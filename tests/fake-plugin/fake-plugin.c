@@ -68,7 +68,7 @@ const struct m3idx_devtools *m3idx_plugin_devtools(void) {
   SET(stream_destroy), SET(stream_sync), SET(to_device_async), SET(capture_begin);
   SET(capture_end), SET(graph_launch), SET(graph_destroy), SET(time_on_stream);
   SET(copy_bandwidth), SET(fma_peak), SET(device_name), SET(inject_device_failure);
-  SET(inject_broken_fast_path), SET(scoring_path), SET(scoring_kernel);
+  SET(inject_broken_fast_path), SET(scoring_path), SET(scoring_kernel), SET(read_bandwidth);
 #undef SET
   if (strcmp(mode(), "null-devtools-member") == 0)
     dt.fill = NULL;
