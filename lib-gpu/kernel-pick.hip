@@ -24,6 +24,10 @@
 static bool any_target(const char *) { return true; }
 #if !defined(M3IDX_HIP_PLATFORM_NVIDIA)
 static bool is_gfx950(const char *arch) { return strcmp(arch, "gfx950") == 0; }
+/* The targets with int8 MFMA that the build compiles score-mfma.hip for. */
+static bool has_mfma(const char *arch) {
+  return strcmp(arch, "gfx90a") == 0 || strcmp(arch, "gfx942") == 0 || is_gfx950(arch);
+}
 #endif
 
 static bool every_call(const gpu_call &) { return true; }
@@ -42,12 +46,21 @@ hipError_t m3idx_gpu_decode_fp64(const gpu_call &c, const int32_t *map, int capa
 hipError_t m3idx_gpu_prefill_fp64(const gpu_call &c, hipStream_t s);
 hipError_t m3idx_gpu_setup_fp64(int path, int *grid);
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+hipError_t m3idx_gpu_decode_gemm(const gpu_call &c, const int32_t *map, int capacity,
+                                 hipStream_t s);
+hipError_t m3idx_gpu_prefill_gemm(const gpu_call &c, hipStream_t s);
+hipError_t m3idx_gpu_setup_gemm(int path, int *grid);
 hipError_t m3idx_gpu_decode_mma(const gpu_call &c, const int32_t *map, int capacity,
                                 hipStream_t s);
 hipError_t m3idx_gpu_prefill_mma(const gpu_call &c, hipStream_t s);
 hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int capacity,
                                    hipStream_t s);
 hipError_t m3idx_gpu_setup_staged(int path, int *grid);
+#else
+hipError_t m3idx_gpu_decode_mfma(const gpu_call &c, const int32_t *map, int capacity,
+                                 hipStream_t s);
+hipError_t m3idx_gpu_prefill_mfma(const gpu_call &c, hipStream_t s);
+hipError_t m3idx_gpu_setup_mfma(int path, int *grid);
 #endif
 
 struct gpu_kernel {
@@ -62,6 +75,8 @@ struct gpu_kernel {
 
 static const gpu_kernel table[] = {
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+    {"gemm", "the pairs by the keys as a GEMM on the tensor cores (mma.sync)", any_target,
+     several_pairs, m3idx_gpu_setup_gemm, m3idx_gpu_decode_gemm, m3idx_gpu_prefill_gemm},
     /* mma's decode takes the grid of the vector kernel of its path, about
        twice the blocks its own occupancy keeps resident (TUNING-NOTES,
        2026-12-06). */
@@ -72,6 +87,8 @@ static const gpu_kernel table[] = {
     {"int-filter", "the integer filter (prmt, dp4a)", any_target, every_call,
      m3idx_gpu_setup_fp64, m3idx_gpu_decode_fp64, m3idx_gpu_prefill_fp64},
 #else
+    {"mfma", "the pairs by the keys on the matrix cores (int8 MFMA)", has_mfma, several_pairs,
+     m3idx_gpu_setup_mfma, m3idx_gpu_decode_mfma, m3idx_gpu_prefill_mfma},
     {"gfx950", "v_cvt_scalef32_pk_f32_fp4 decode, v_permlane16_swap maxima", is_gfx950,
      every_call, m3idx_gpu_setup_fp64, m3idx_gpu_decode_fp64, m3idx_gpu_prefill_fp64},
 #endif

@@ -64,6 +64,15 @@ inline gpu_call gpu_call_of(const struct m3idx_call *c, unsigned *err) {
   return g;
 }
 
+/* A prefill launch's grid: x over the key blocks, `blocks' a block; y
+ * over the tiles of `pairs' (row, head) pairs, at most 65535 (the kernels
+ * step by gridDim.y); *ntiles receives the tiles. */
+inline dim3 prefill_grid(const gpu_call &c, int pairs, int blocks, int *ntiles) {
+  const long long n = ((long long)c.num_rows * c.num_heads + pairs - 1) / pairs;
+  *ntiles = (int)n;
+  return dim3((unsigned)((c.width + blocks - 1) / blocks), (unsigned)(n < 65535 ? n : 65535));
+}
+
 hipError_t m3idx_gpu_work_map(const gpu_call &c, int32_t *map, int capacity, int chunk,
                               hipStream_t s);
 

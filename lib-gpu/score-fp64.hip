@@ -138,12 +138,11 @@ hipError_t m3idx_gpu_setup_fp64(int path, int *grid) {
 }
 
 hipError_t m3idx_gpu_prefill_fp64(const gpu_call &c, hipStream_t s) {
-  const long long ntiles = ((long long)c.num_rows * c.num_heads + PREFILL_PAIRS - 1) / PREFILL_PAIRS;
-  const dim3 grid((unsigned)((c.width + PREFILL_BLOCKS - 1) / PREFILL_BLOCKS),
-                  (unsigned)(ntiles < 65535 ? ntiles : 65535));
+  int ntiles;
+  const dim3 grid = prefill_grid(c, PREFILL_PAIRS, PREFILL_BLOCKS, &ntiles);
   on_path<FP64_PATHS>(c.path, [&](auto p) {
     hipLaunchKernelGGL(score_prefill_fp64<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, c,
-                       (int)ntiles);
+                       ntiles);
   });
   return hipGetLastError();
 }

@@ -214,17 +214,6 @@ M3IDX_DEV void score_page(const gpu_call &c, const mma_smem &sm, const uint8_t *
   }
 }
 
-/* The page's largest scale byte but 255 (0 if every byte is 255), over
- * all its 128 keys (lane_scale_max, which flags no key here). */
-M3IDX_DEV int page_emax(const uint8_t *page) {
-  uint32_t scales[4];
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    scales[i] = key_scales(page, (threadIdx.x & 31) + 32 * i);
-  int valid;
-  return warp_max<M3IDX_GPU_PATH_PLAIN>(lane_scale_max(scales, 128, valid));
-}
-
 /* Registers for NQMAX quads a pass: 128 (4 blocks an SM) hold one quad's
  * 16 keys a lane, 168 (3 blocks) two quads' (a few bytes spill). */
 #define MMA_BLOCKS_PER_SM(NQMAX) ((NQMAX) == 1 ? 4 : 3)
@@ -255,7 +244,7 @@ __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(NQMAX))
         const uint8_t *page = page_of(c, r, b0 + k);
         if (page == nullptr)
           continue;
-        const int emax = page_emax(page);
+        const int emax = page_emax<M3IDX_GPU_PATH_PLAIN>(page);
         score_page<P, false, NQMAX>(c, sm, page, r, s, b0 + k, p0, np, emax);
       }
     }
@@ -300,7 +289,7 @@ __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(2))
         const uint8_t *page = page_of(c, r, b);
         if (page == nullptr)
           continue;
-        const int emax = page_emax(page);
+        const int emax = page_emax<M3IDX_GPU_PATH_PLAIN>(page);
         score_page<P, true, 2>(c, sm, page, r, 0, b, 0, np, emax);
       }
   }
@@ -310,12 +299,11 @@ __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(2))
 #define MMA_PATHS M3IDX_GPU_PATH_FAST, M3IDX_GPU_PATH_FAST_BROKEN
 
 hipError_t m3idx_gpu_prefill_mma(const gpu_call &c, hipStream_t s) {
-  const long long ntiles = ((long long)c.num_rows * c.num_heads + MMA_PAIRS - 1) / MMA_PAIRS;
-  const dim3 grid((unsigned)((c.width + MMA_PREFILL_BLOCKS - 1) / MMA_PREFILL_BLOCKS),
-                  (unsigned)(ntiles < 65535 ? ntiles : 65535));
+  int ntiles;
+  const dim3 grid = prefill_grid(c, MMA_PAIRS, MMA_PREFILL_BLOCKS, &ntiles);
   on_path<MMA_PATHS>(c.path, [&](auto p) {
     hipLaunchKernelGGL(score_prefill_mma<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, c,
-                       (int)ntiles);
+                       ntiles);
   });
   return hipGetLastError();
 }

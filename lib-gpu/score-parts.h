@@ -173,15 +173,39 @@ M3IDX_DEV double warp_key_dot(const double *e2m1, const warp_query &wq, const ui
   return d;
 }
 
+/* One key's D in fp64, summed by a quad of lanes (lanes 4 k .. 4 k + 3,
+ * each its own key and query): lane tig's group tig, four chains of its
+ * 32 products, times the group's scale, then two butterfly steps.  Exact
+ * where warp_key_dot is (every partial sum is a sum of some of the key's
+ * products), and a quarter of its latency a key: the quads of a warp sum
+ * eight keys at once. */
+M3IDX_DEV double quad_key_dot(const double *e2m1, const warp_query &wq, const uint8_t *key,
+                              uint32_t scales) {
+  const int tig = threadIdx.x & 3;
+  const uint4 raw = *(const uint4 *)(key + 16 * tig);
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float4 qa = *(const float4 *)&wq.qf[32 * tig + 8 * j];
+    const float4 qb = *(const float4 *)&wq.qf[32 * tig + 8 * j + 4];
+    const float q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+      acc[n & 3] = fma((double)q[n], e2m1[(w[j] >> (4 * n)) & 15u], acc[n & 3]);
+  }
+  double d = ((acc[0] + acc[1]) + (acc[2] + acc[3])) *
+             m3idx__e8m0_double((scales >> (8 * tig)) & 255u);
+  d += M3IDX_SHFL_XOR(d, 1);
+  d += M3IDX_SHFL_XOR(d, 2);
+  return d;
+}
+
 /* best merged with that of every lane whose number differs from this
- * lane's only in bits log2(from) .. 4 (from 1: the whole warp; 4: the
- * eight lanes of the same lane % 4), for lanes that took the same fp64
- * sums: then only a lane's own exact logits (rare) need the merge, and
- * without one in the warp there is none. */
-M3IDX_DEV void merge_best_across(m3idx__block_best &best, int from, float scale) {
-  if (M3IDX_BALLOT32(best.have_logit) == 0u)
-    return;
-  for (int m = from; m < 32; m <<= 1) {
+ * lane's only in bits log2(from) .. log2(to) - 1 (the lanes that hold the
+ * same pair). */
+M3IDX_DEV void merge_best_lanes(m3idx__block_best &best, int from, int to, float scale) {
+  for (int m = from; m < to; m <<= 1) {
     m3idx__block_best o;
     o.d = M3IDX_SHFL_XOR(best.d, m);
     o.logit = M3IDX_SHFL_XOR(best.logit, m);
@@ -189,6 +213,15 @@ M3IDX_DEV void merge_best_across(m3idx__block_best &best, int from, float scale)
     o.have_logit = M3IDX_SHFL_XOR(best.have_logit, m);
     m3idx__best_merge(&best, &o, scale);
   }
+}
+
+/* The same over lanes log2(from) .. 4 (from 1: the whole warp; 4: the
+ * eight lanes of the same lane % 4), for lanes that took the same fp64
+ * sums: then only a lane's own exact logits (rare) need the merge, and
+ * without one in the warp there is none. */
+M3IDX_DEV void merge_best_across(m3idx__block_best &best, int from, float scale) {
+  if (M3IDX_BALLOT32(best.have_logit) != 0u)
+    merge_best_lanes(best, from, 32, scale);
 }
 
 /* Which keys a pair's filter passes, from top, its largest A (sign(scale)
@@ -292,6 +325,17 @@ M3IDX_DEV int lane_scale_max(const uint32_t scales[4], int nkeys, int &valid) {
   return emax;
 }
 
+
+/* The page's largest scale byte but 255 (0 if every byte is 255), over
+ * all its 128 keys, the warp's lanes reading four each. */
+template <int P> M3IDX_DEV int page_emax(const uint8_t *page) {
+  uint32_t scales[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    scales[i] = key_scales(page, (threadIdx.x & 31) + 32 * i);
+  int valid;
+  return warp_max<P>(lane_scale_max(scales, 128, valid));
+}
 
 /* The values of the 8 codes of word w, element order (code n in nibble
  * n): from the table, or on gfx950's fast path two a byte from

@@ -1,7 +1,8 @@
 /*
  * filter-cut.h - the integer filter's row cut and its error bound, written
- * once for the CPU's vnni kernel (lib-cpu/row-digits.c) and the NVIDIA
- * scoring kernel (lib-gpu/score-fp64.hip).
+ * once for the CPU's vnni kernel (lib-cpu/row-digits.c), the NVIDIA
+ * scoring kernels (lib-gpu/vendor-nvidia.h) and the matrix-core kernels
+ * (lib-gpu/score-gemm.hip, lib-gpu/score-mfma.hip).
  *
  * A row is cut to integers Q = q * 2^(13 - Hq), truncated toward zero (Hq:
  * floor(log2) of its largest |element|, so |Q| < 2^14), held in two signed
@@ -40,6 +41,20 @@
  * sums, fp64 holds each of them exactly, in any order, and the final power
  * of two (2^-274 .. 2^240) neither overflows nor underflows.
  *
+ * The tensor-core filter (lib-gpu/gemm-parts.h) cuts one bit shorter,
+ * Q = q * 2^(12 - Hq) truncated (|Q| < 2^13, the high digit -32 .. 32),
+ * so that a group's exact integer sum S_g, |S_g| < 2^13 * 12 * 32 <
+ * 2^22, comes out of the MMA added to the bits of 1.5 * 2^23 and so reads
+ * as the float T_g = 1.5 * 2^23 + S_g, exactly.  With F_g = 2^(e_g - emax)
+ * (2^-126 below fp32's normals) and C = 1.5 * 2^23 * sum_g F_g formed by
+ * fused multiply-adds, A = -C + sum_g T_g F_g, one fused multiply-add a
+ * group.  In units U = 2^(Hq - 12) * 2^(emax - 128) the cut moves D / U
+ * by at most 1536 as above; every T_g F_g is exact (at least 2^-103), C's
+ * three adds (below 2^26) lose at most 2 each and A's four (partial sums
+ * below 2^26, the magic parts cancelling) as much, and a factor taken as
+ * 2^-126 moves its term by less than 2^22 * 2^-126: |A - D / U| <= 1536 +
+ * 6 + 8 + 2^-100 < M3IDX_CUT_ERROR.
+ *
  * A page of several rows is filtered on one plane first (the CPU's vnni
  * kernel): P = q * 2^(6 - Hq) * 127/128 rounded to nearest (|P| <= 127,
  * within 1/2 of it; negated as Q is).  In units of 2^-7 P, with S'_g the
@@ -71,16 +86,27 @@ M3IDX_RULE int32_t m3idx__cut_exponent(uint32_t top) {
   return top >= 0x00800000u ? (int32_t)(top >> 23) - 127 : 31 - m3idx__clz32(top | 1u) - 149;
 }
 
-/* z = q * 2^(13 - hq) of element q (finite) of a row of exponent hq,
+/* The cut's top bit: 13 for the integer filter, 12 for the tensor-core
+ * filter's (whose group sums must stay below 2^22). */
+#define M3IDX_CUT_BITS 13
+#define M3IDX_GEMM_CUT_BITS 12
+
+/* z = q * 2^(bits - hq) of element q (finite) of a row of exponent hq,
  * negated if asked: exact in fp64. */
-M3IDX_RULE double m3idx__cut_z(float q, int32_t hq, int negate) {
-  const double f = m3idx__bits_to_double((uint64_t)(1023 + 13 - hq) << 52);
+M3IDX_RULE double m3idx__cut_z_at(float q, int32_t hq, int bits, int negate) {
+  const double f = m3idx__bits_to_double((uint64_t)(1023 + bits - hq) << 52);
   return (double)q * (negate ? -f : f);
+}
+M3IDX_RULE double m3idx__cut_z(float q, int32_t hq, int negate) {
+  return m3idx__cut_z_at(q, hq, M3IDX_CUT_BITS, negate);
 }
 
 /* Q of the element: z truncated toward zero. */
+M3IDX_RULE int32_t m3idx__cut_q_at(float q, int32_t hq, int bits, int negate) {
+  return (int32_t)m3idx__cut_z_at(q, hq, bits, negate);
+}
 M3IDX_RULE int32_t m3idx__cut_q(float q, int32_t hq, int negate) {
-  return (int32_t)m3idx__cut_z(q, hq, negate);
+  return m3idx__cut_q_at(q, hq, M3IDX_CUT_BITS, negate);
 }
 
 /* The residual z - Q of the element: exact, |r| < 1. */

@@ -233,10 +233,16 @@ static void double_rounding(case_sink each, void *arg) {
  * six rows a page take it): the row is 1.0 and 31 elements of 2^-7, which P (63.5 q rounded)
  * drops; X holds 4.0 in element 0, Y 3.0 and then 6.0 in the 31, so H
  * puts X 16128 above Y while D' puts Y 7363 above X, which Y's bound B
- * (24200) covers and half of it would not.  v 5: v 4 negated, scale -1. */
+ * (24200) covers and half of it would not.  v 5: v 4 negated, scale -1.
+ * v 6: the same for the tensor-core filter's 12-bit cut (z = 4096 q):
+ * the row is 1.0, 100 elements of -1.9921875 * 2^-12 (z just above -2, Q
+ * = -1) and 27 of -100 * 2^-12 (exact); X holds 1.0 and then 6.0 in the
+ * 100 (A = 8192 - 1200, D = 8192 - 2390.6), Y 1.0 and then 6.0, 4.0 and
+ * 1.5 in the first three of the 27 (A = D = 8192 - 2300): X's A is 1100
+ * above Y's, Y's D 90.6 above X's.  v 7: v 6 negated, scale -1. */
 static void filter_bound(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {130, 1000, 129, 4000};
-  struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN, v >= 4 ? 3 : 2, 2,
+  struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN, v == 4 || v == 5 ? 3 : 2, 2,
                                      M3IDX_DTYPE_BF16, 4, lens);
   uint16_t *q = tc->query_data;
   const size_t nrows = (size_t)tc->batch.num_rows * tc->batch.num_heads;
@@ -245,6 +251,13 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(row, 0, 128 * sizeof *row);
     if (v == 2 && r % 2 == 1)
       continue; /* all zero */
+    if (v >= 6) {
+      const float sign = v == 7 ? -1.0f : 1.0f;
+      row[0] = m3idx_float_to_bf16(sign);
+      for (int d = 1; d < 128; d++)
+        row[d] = m3idx_float_to_bf16(sign * (d <= 100 ? -0x1.fep-12f : -100.0f * 0x1p-12f));
+      continue;
+    }
     if (v >= 4) {
       const float sign = v == 5 ? -1.0f : 1.0f;
       row[0] = m3idx_float_to_bf16(sign);
@@ -268,6 +281,19 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(pg, 0, M3IDX_PAGE_DATA_BYTES);
     memset(pg + M3IDX_PAGE_DATA_BYTES, 127, 512);
     for (int t = 0; t < 128; t++) {
+      if (v >= 6) { /* X: 1.0 (code 2), 6.0 (code 7) x 100; Y: 1.0, then 6.0, 4.0, 1.5 */
+        uint8_t *k = pg + 64 * t;
+        for (int d = 0; d < 128; d++) {
+          const unsigned code = d == 0                   ? 2u
+                                : t != 5 && d <= 100     ? 7u
+                                : t == 5 && d == 101     ? 7u
+                                : t == 5 && d == 102     ? 6u
+                                : t == 5 && d == 103     ? 3u
+                                                         : 0u;
+          k[d / 2] |= (uint8_t)(code << (4 * (d & 1)));
+        }
+        continue;
+      }
       if (v >= 4) { /* X: 4.0 (code 6); Y: 3.0 (code 5), then 6.0 (code 7) */
         pg[64 * t] = t == 5 ? 0x75 : 0x06;
         for (int i = 1; i < 16; i++)
@@ -284,7 +310,7 @@ static void filter_bound(int v, case_sink each, void *arg) {
       pg[64 * t + 1] = t == 5 ? 0x00 : 0x01; /* element 2 */
     }
   }
-  case_set_scale(tc, v == 1 || v == 5 ? -1.0f : 1.0f);
+  case_set_scale(tc, v == 1 || v == 5 || v == 7 ? -1.0f : 1.0f);
   each(tc, arg);
 }
 
@@ -332,7 +358,7 @@ static void cut_residuals(int v, case_sink each, void *arg) {
         pg[M3IDX_PAGE_DATA_BYTES + 4 * t + 3] = 128;
     }
   }
-  case_set_scale(tc, v == 1 || v == 5 ? -1.0f : 1.0f);
+  case_set_scale(tc, v == 1 || v == 5 || v == 7 ? -1.0f : 1.0f);
   each(tc, arg);
 }
 
@@ -481,7 +507,7 @@ const struct pattern m3idx_patterns[] = {
     {"ties", 2, 0, ties},
     {"tiny_scale", 2, 0, tiny_scale},
     {"exact_rounding", 9, 0, exact_rounding},
-    {"filter_bound", 6, 0, filter_bound},
+    {"filter_bound", 8, 0, filter_bound},
     {"cut_residuals", 2, 0, cut_residuals},
     {"mixed_pages", 6, 0, mixed_pages},
     {"one_token", 1, 0, one_token},

@@ -1,0 +1,55 @@
+/*
+ * gemm-parts.h - what the matrix-core kernels share (score-gemm.hip on
+ * NVIDIA, score-mfma.hip on AMD): the tensor-core filter's constants and
+ * key factors (lib/filter-cut.h proves its bound) and the L2 prefetch of
+ * a page.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef M3IDX_GPU_GEMM_PARTS_H
+#define M3IDX_GPU_GEMM_PARTS_H
+
+#include "score-parts.h"
+
+#define GEMM_WARPS 4
+#define GEMM_THREADS (32 * GEMM_WARPS)
+#define MAGIC_BITS 0x4b400000 /* 1.5 * 2^23: a group's sum S reads as 1.5 * 2^23 + S */
+#define MAGIC_F 12582912.0f
+
+/* Key t's factors F_g = 2^(e_g - emax) (2^-126 below fp32's normals) times
+ * sign(scale), 0 for a NaN scale, and -C = -1.5 * 2^23 * sum F_g (-inf for
+ * a NaN scale, so that its A is -inf: its logit is NaN, ignored). */
+M3IDX_DEV void key_factors(const uint8_t *page, int t, int emax, float sign, float4 &factor,
+                           float &magic) {
+  const uint32_t sc = key_scales(page, t);
+  const bool nan = m3idx__nan_scale_bytes(sc) != 0u;
+  float f[4];
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const int e = (int)((sc >> (8 * g)) & 255u) + (127 - emax);
+    f[g] = nan ? 0.0f : sign * bits_f((uint32_t)max(e, 1) << 23);
+  }
+  float cm = MAGIC_F * f[0];
+#pragma unroll
+  for (int g = 1; g < 4; g++)
+    cm = fmaf(MAGIC_F, f[g], cm);
+  factor = float4{f[0], f[1], f[2], f[3]};
+  magic = nan ? -INFINITY : -cm;
+}
+
+/* Page id's bytes into L2 ahead of their readers (sm_90's bulk prefetch,
+ * one thread; nothing elsewhere, nor for an id outside the pages: the
+ * reader checks it). */
+M3IDX_DEV void prefetch_page(const gpu_call &c, int id) {
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA) && __CUDA_ARCH__ >= 900
+  if (id >= 0 && id < c.num_pages)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
+                     c.pages + (long long)id * M3IDX_PAGE_BYTES),
+                 "r"(M3IDX_PAGE_BYTES)
+                 : "memory");
+#else
+  (void)c, (void)id;
+#endif
+}
+
+#endif /* M3IDX_GPU_GEMM_PARTS_H */
