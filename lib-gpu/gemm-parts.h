@@ -1,8 +1,7 @@
 /*
  * gemm-parts.h - what the matrix-core kernels share (score-gemm.hip on
  * NVIDIA, score-mfma.hip on AMD): the tensor-core filter's constants and
- * key factors (lib/filter-cut.h proves its bound) and the L2 prefetch of
- * a page.
+ * key factors (lib/filter-cut.h proves its bound).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -35,21 +34,6 @@ M3IDX_DEV void key_factors(const uint8_t *page, int t, int emax, float sign, flo
     cm = fmaf(MAGIC_F, f[g], cm);
   factor = float4{f[0], f[1], f[2], f[3]};
   magic = nan ? -INFINITY : -cm;
-}
-
-/* Page id's bytes into L2 ahead of their readers (sm_90's bulk prefetch,
- * one thread; nothing elsewhere, nor for an id outside the pages: the
- * reader checks it). */
-M3IDX_DEV void prefetch_page(const gpu_call &c, int id) {
-#if defined(M3IDX_HIP_PLATFORM_NVIDIA) && __CUDA_ARCH__ >= 900
-  if (id >= 0 && id < c.num_pages)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
-                     c.pages + (long long)id * M3IDX_PAGE_BYTES),
-                 "r"(M3IDX_PAGE_BYTES)
-                 : "memory");
-#else
-  (void)c, (void)id;
-#endif
 }
 
 #endif /* M3IDX_GPU_GEMM_PARTS_H */

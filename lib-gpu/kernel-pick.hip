@@ -37,6 +37,12 @@ static bool several_pairs(const gpu_call &c) {
   return c.mode == M3IDX_MODE_PREFILL || pairs_of(c) >= 2;
 }
 static bool one_pair(const gpu_call &c) { return pairs_of(c) == 1; }
+/* Prefill, or 16 pairs a request or more: the gemm row's tile of 16
+ * pairs full (with 4 it took 1.7x the mma row's time; TUNING-NOTES,
+ * 2026-12-06). */
+static bool full_tiles(const gpu_call &c) {
+  return c.mode == M3IDX_MODE_PREFILL || pairs_of(c) >= 16;
+}
 
 /* Each row's launchers, defined in its kernel's file: decode over the work
  * map, prefill, and the setup that gives the row's decode grid (0 where
@@ -76,7 +82,7 @@ struct gpu_kernel {
 static const gpu_kernel table[] = {
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
     {"gemm", "the pairs by the keys as a GEMM on the tensor cores (mma.sync)", any_target,
-     several_pairs, m3idx_gpu_setup_gemm, m3idx_gpu_decode_gemm, m3idx_gpu_prefill_gemm},
+     full_tiles, m3idx_gpu_setup_gemm, m3idx_gpu_decode_gemm, m3idx_gpu_prefill_gemm},
     /* mma's decode takes the grid of the vector kernel of its path, about
        twice the blocks its own occupancy keeps resident (TUNING-NOTES,
        2026-12-06). */

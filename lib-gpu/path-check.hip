@@ -23,7 +23,7 @@
 
 /* ---- the seeded batch --------------------------------------------------- */
 
-enum { REQS = 3, HEADS = 4, QLEN = 2, WIDTH = 8, PAGES = 15, ROWS = 26 };
+enum { REQS = 3, HEADS = 4, QLEN = 4, WIDTH = 8, PAGES = 15, ROWS = 26 };
 static const int32_t seq_lens[REQS] = {1000, 517, 129};
 static const int32_t context_lens[REQS] = {990, 510, 120};
 static const int32_t cu_seqlens_q[REQS + 1] = {0, 10, 17, 26};

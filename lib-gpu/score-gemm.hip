@@ -203,34 +203,30 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
         pending[r] |= 1u << i;
     }
   }
-  /* The pending keys of each quad (the four lanes of a row gid: pairs gid
-     and gid + 8) one at a time, each summed by the quad with its pair's
-     query, the eight quads at once; the lane that had it keeps it.  A
-     quad with none left sums a key it drops, so that every lane takes
-     part in the shuffles. */
+  /* The pending keys one at a time, each summed by the whole warp with
+     its pair's query; the lane that had it keeps it. */
   for (;;) {
-    const uint32_t have = M3IDX_BALLOT32((pending[0] | pending[1]) != 0u);
-    if (have == 0u)
+    const unsigned any = M3IDX_BALLOT32((pending[0] | pending[1]) != 0u);
+    if (any == 0u)
       break;
-    const uint32_t quad = (have >> (4 * gid)) & 15u;
-    const int src = 4 * gid + (quad != 0u ? __ffs((int)quad) - 1 : 0);
+    const int src = __ffs((int)any) - 1;
     const int mine = pending[0] != 0u ? __ffs((int)pending[0]) - 1
                      : pending[1] != 0u ? 32 + __ffs((int)pending[1]) - 1
                                         : 0;
     const int pick = M3IDX_SHFL32(mine, src);
     const int r = pick >> 5, i = pick & 31;
-    if (lane == src && quad != 0u) {
+    if (lane == src) {
       if (r == 0)
         pending[0] &= pending[0] - 1u;
       else
         pending[1] &= pending[1] - 1u;
     }
     const int t = 8 * (i >> 1) + 2 * (src & 3) + (i & 1);
-    const double d =
-        quad_key_dot(e2m1, wq16[gid + 8 * r], page + 64 * t, key_scales(page, t));
-    if (lane == src && quad != 0u && r == 0)
+    const double d = warp_key_dot(e2m1, wq16[(src >> 2) + 8 * r], page + 64 * t,
+                                  key_scales(page, t));
+    if (lane == src && r == 0)
       m3idx__best_take_d(&best[0], d, c.scale);
-    if (lane == src && quad != 0u && r == 1)
+    if (lane == src && r == 1)
       m3idx__best_take_d(&best[1], d, c.scale);
   }
 #pragma unroll
@@ -301,8 +297,6 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
         const uint8_t *page = page_of(c, r, b);
         if (page == nullptr)
           continue;
-        if (threadIdx.x == 0 && b + 1 < min(b1, last / 128 + 1))
-          prefetch_page(c, block_table_at(c, r, b + 1));
         const int emax = page_emax<P>(page);
         __syncthreads(); /* the last page's readers are done */
         decode_key<P>(sm, page, emax, sign);
@@ -380,8 +374,6 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
         const uint8_t *page = page_of(c, r, b);
         if (page == nullptr)
           continue;
-        if (lane == 0 && k + GEMM_WARPS < count)
-          prefetch_page(c, block_table_at(c, r, b + GEMM_WARPS));
         const int emax = page_emax<P>(page);
         M3IDX_SYNCWARP(); /* the last page's readers of the factors are done */
 #pragma unroll
