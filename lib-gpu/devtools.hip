@@ -141,13 +141,24 @@ __global__ void copy_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ ou
     out[i] = in[i];
 }
 
-/* Reads every word; the XOR of a thread's words is stored only when it is
- * all ones (it is not: the buffer is filled with bytes 1), so that the
- * loads stay. */
+/* Reads every word, U independent loads a thread in flight; the XOR of a
+ * thread's words is stored only when it is all ones (it is not: the
+ * buffer is filled with bytes 1), so that the loads stay. */
+template <int U>
 __global__ void read_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
   uint4 x = {0u, 0u, 0u, 0u};
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      v[u] = in[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      x.x ^= v[u].x, x.y ^= v[u].y, x.z ^= v[u].z, x.w ^= v[u].w;
+  }
+  for (; i < n; i += stride) {
     const uint4 v = in[i];
     x.x ^= v.x, x.y ^= v.y, x.z ^= v.z, x.w ^= v.w;
   }
@@ -156,7 +167,7 @@ __global__ void read_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ ou
 }
 
 /* The best of repeats timed runs of the copy (read_only 0: bytes read and
- * written) or of the reader over bytes. */
+ * written) or of the reader with read_only loads a thread in flight. */
 static int bandwidth(int read_only, size_t bytes, int repeats, double *bps, char *err,
                      size_t n) {
   void *a = nullptr, *b = nullptr;
@@ -187,8 +198,10 @@ static int bandwidth(int read_only, size_t bytes, int repeats, double *bps, char
         [](void *x) -> int {
           arg_t *t = (arg_t *)x;
           (void)hipGetLastError(); /* only this launch's error counts */
-          if (t->read_only)
-            hipLaunchKernelGGL(read_kernel, t->grid, t->block, 0, 0, t->in, t->out, t->n);
+          if (t->read_only == 1)
+            hipLaunchKernelGGL(read_kernel<1>, t->grid, t->block, 0, 0, t->in, t->out, t->n);
+          else if (t->read_only == 4)
+            hipLaunchKernelGGL(read_kernel<4>, t->grid, t->block, 0, 0, t->in, t->out, t->n);
           else
             hipLaunchKernelGGL(copy_kernel, t->grid, t->block, 0, 0, t->in, t->out, t->n);
           return hipGetLastError() == hipSuccess ? 0 : -1;
@@ -209,8 +222,16 @@ static int dt_copy_bandwidth(size_t bytes, int repeats, double *bps, char *err, 
   return bandwidth(0, bytes, repeats, bps, err, n);
 }
 
+/* The better of a reader with one load in flight a thread and one with
+ * four: a ceiling must not flatter the figures set against it. */
 static int dt_read_bandwidth(size_t bytes, int repeats, double *bps, char *err, size_t n) {
-  return bandwidth(1, bytes, repeats, bps, err, n);
+  double one = 0.0, four = 0.0;
+  const int rc = bandwidth(1, bytes, repeats, &one, err, n);
+  if (rc != 0)
+    return rc;
+  const int rc4 = bandwidth(4, bytes, repeats, &four, err, n);
+  *bps = one > four ? one : four;
+  return rc4;
 }
 
 #define FMA_CHAINS 8
