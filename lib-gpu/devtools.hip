@@ -166,15 +166,15 @@ __global__ void read_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ ou
     out[threadIdx.x] = x;
 }
 
-/* The best of repeats timed runs of the copy (read_only 0: bytes read and
- * written) or of the reader with read_only loads a thread in flight. */
-static int bandwidth(int read_only, size_t bytes, int repeats, double *bps, char *err,
+/* The best of repeats timed runs of the copy (loads 0: bytes read and
+ * written) or of the reader with `loads' loads a thread in flight (1, 4). */
+static int bandwidth(int loads, size_t bytes, int repeats, double *bps, char *err,
                      size_t n) {
   void *a = nullptr, *b = nullptr;
   size_t words = bytes / 16;
   if (check(hipMalloc(&a, words * 16), "hipMalloc", err, n))
     return -1;
-  if (check(hipMalloc(&b, read_only ? 4096 : words * 16), "hipMalloc", err, n)) {
+  if (check(hipMalloc(&b, loads ? 4096 : words * 16), "hipMalloc", err, n)) {
     (void)hipFree(a);
     return -1;
   }
@@ -190,17 +190,17 @@ static int bandwidth(int read_only, size_t bytes, int repeats, double *bps, char
       uint4 *out;
       size_t n;
       dim3 grid, block;
-      int read_only;
-    } arg = {(const uint4 *)a, (uint4 *)b, words, grid, block, read_only};
+      int loads;
+    } arg = {(const uint4 *)a, (uint4 *)b, words, grid, block, loads};
     double sec = 0.0;
     rc = dt_time(
         0,
         [](void *x) -> int {
           arg_t *t = (arg_t *)x;
           (void)hipGetLastError(); /* only this launch's error counts */
-          if (t->read_only == 1)
+          if (t->loads == 1)
             hipLaunchKernelGGL(read_kernel<1>, t->grid, t->block, 0, 0, t->in, t->out, t->n);
-          else if (t->read_only == 4)
+          else if (t->loads == 4)
             hipLaunchKernelGGL(read_kernel<4>, t->grid, t->block, 0, 0, t->in, t->out, t->n);
           else
             hipLaunchKernelGGL(copy_kernel, t->grid, t->block, 0, 0, t->in, t->out, t->n);
@@ -208,7 +208,7 @@ static int bandwidth(int read_only, size_t bytes, int repeats, double *bps, char
         },
         &arg, &sec, err, n);
     if (rc == 0 && i > 0 && sec > 0.0) {
-      double v = (read_only ? 1.0 : 2.0) * (double)(words * 16) / sec;
+      double v = (loads ? 1.0 : 2.0) * (double)(words * 16) / sec;
       best = v > best ? v : best; /* the ceiling: the best of the repeats */
     }
   }

@@ -36,4 +36,18 @@ M3IDX_DEV void key_factors(const uint8_t *page, int t, int emax, float sign, flo
   magic = nan ? -INFINITY : -cm;
 }
 
+/* Buffer pair `pair' into wq (the warp's lanes together), or, for a pair
+ * < 0 (a tile's row past the call's pairs, or one that sees none of the
+ * block's keys), zeros: its digits are then 0 and its keys none. */
+template <int P> M3IDX_DEV void load_query_or_zero(const gpu_call &c, warp_query &wq, long long pair) {
+  if (pair >= 0) {
+    load_query<P>(c, wq, pair);
+    return;
+  }
+  *(float4 *)&wq.qf[4 * (threadIdx.x & 31)] = float4{0.0f, 0.0f, 0.0f, 0.0f};
+  if ((threadIdx.x & 31) == 0)
+    wq.bound = 0.0f;
+  M3IDX_SYNCWARP();
+}
+
 #endif /* M3IDX_GPU_GEMM_PARTS_H */

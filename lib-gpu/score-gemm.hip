@@ -82,9 +82,7 @@ M3IDX_DEV void pair_digits(const warp_query *wq16, uint32_t (&lo)[4][4], uint32_
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           const float q = qf[32 * g + 8 * tig + 4 * h + j];
-          const int32_t v = (f_bits(q) & 0x7fffffffu) >= 0x7f800000u
-                                ? 0
-                                : m3idx__cut_q_at(q, hq, M3IDX_GEMM_CUT_BITS, 0);
+          const int32_t v = m3idx__cut_q_finite(q, hq, M3IDX_GEMM_CUT_BITS);
           l |= m3idx__cut_lo(v) << (8 * j);
           u |= m3idx__cut_hi(v) << (8 * j);
           sum += v;
@@ -271,16 +269,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
     const int top_pos = nv_warp_max(max(sm.at[lane].pos, sm.at[lane + 32].pos));
     if (top_pos < b0 * 128)
       continue;
-    for (int i = p16; i < p16 + 16; i++) {
-      if (sm.at[i].pos >= b0 * 128) {
-        load_query<P>(c, sm.wq[i], first + i);
-      } else {
-        *(float4 *)&sm.wq[i].qf[4 * lane] = float4{0.0f, 0.0f, 0.0f, 0.0f};
-        if (lane == 0)
-          sm.wq[i].bound = 0.0f;
-      }
-    }
-    __syncwarp();
+    for (int i = p16; i < p16 + 16; i++)
+      load_query_or_zero<P>(c, sm.wq[i], sm.at[i].pos >= b0 * 128 ? first + i : -1);
     uint32_t lo[4][4], hi[4][4];
     int seed[4][2];
     pair_digits(&sm.wq[p16], lo, hi, seed);
@@ -349,15 +339,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
     for (int p0 = 0; p0 < pairs; p0 += 16) {
       const int np = min(16, pairs - p0);
       __syncthreads(); /* the buffer's last readers are done */
-      for (int i = warp; i < 16; i += GEMM_WARPS) {
-        if (i < np) {
-          load_query<P>(c, sm.wq[i], (long long)(r * qlen + (p0 + i) / H) * H + (p0 + i) % H);
-        } else {
-          *(float4 *)&sm.wq[i].qf[4 * lane] = float4{0.0f, 0.0f, 0.0f, 0.0f};
-          if (lane == 0)
-            sm.wq[i].bound = 0.0f;
-        }
-      }
+      for (int i = warp; i < 16; i += GEMM_WARPS)
+        load_query_or_zero<P>(
+            c, sm.wq[i], i < np ? (long long)(r * qlen + (p0 + i) / H) * H + (p0 + i) % H : -1);
       __syncthreads();
       uint32_t lo[4][4], hi[4][4];
       int seed[4][2];

@@ -96,9 +96,7 @@ M3IDX_DEV void mfma_digits(const warp_query *wq16, uint32_t (&lo)[4][2], uint32_
 #pragma unroll
       for (int j = 0; j < 4; j++) {
         const float q = qf[32 * g + 8 * slot + 2 * j + i];
-        const int32_t v = (f_bits(q) & 0x7fffffffu) >= 0x7f800000u
-                              ? 0
-                              : m3idx__cut_q_at(q, hq, M3IDX_GEMM_CUT_BITS, 0);
+        const int32_t v = m3idx__cut_q_finite(q, hq, M3IDX_GEMM_CUT_BITS);
         l |= m3idx__cut_lo(v) << (8 * j);
         u |= m3idx__cut_hi(v) << (8 * j);
       }
@@ -148,7 +146,6 @@ M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, 
       top[i] = fmaxf(top[i], v);
     }
   }
-  __builtin_amdgcn_wave_barrier();
   /* Pair by pair (each in front of the lane's arrays in turn, so that one
      call of the exact sums serves all four): its floor from its largest A
      over the 16 lanes of its slot, the keys that pass, those of them that
@@ -206,18 +203,10 @@ M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, 
 template <int P, class PairOf>
 M3IDX_DEV void mfma_load(const gpu_call &c, mfma_smem &sm, int np, PairOf pair_of,
                          uint32_t (&lo)[4][2], uint32_t (&hi)[4][2]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
   __syncthreads(); /* the buffer's last readers are done */
-  for (int i = warp; i < 16; i += GEMM_WARPS) {
-    const long long p = i < np ? pair_of(i) : -1;
-    if (p >= 0) {
-      load_query<P>(c, sm.wq[i], p);
-    } else {
-      *(float4 *)&sm.wq[i].qf[4 * lane] = float4{0.0f, 0.0f, 0.0f, 0.0f};
-      if (lane == 0)
-        sm.wq[i].bound = 0.0f;
-    }
-  }
+  for (int i = warp; i < 16; i += GEMM_WARPS)
+    load_query_or_zero<P>(c, sm.wq[i], i < np ? pair_of(i) : -1);
   __syncthreads();
   mfma_digits(sm.wq, lo, hi);
 }

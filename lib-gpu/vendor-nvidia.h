@@ -93,7 +93,7 @@ M3IDX_DEV void cut_row(const float *qf, int32_t lo_plane[32], int32_t hi_plane[3
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     const float q = qf[4 * lane + i];
-    const int32_t v = (f_bits(q) & 0x7fffffffu) >= 0x7f800000u ? 0 : m3idx__cut_q(q, hq, 0);
+    const int32_t v = m3idx__cut_q_finite(q, hq, M3IDX_CUT_BITS);
     lo |= m3idx__cut_lo(v) << (8 * i);
     hi |= m3idx__cut_hi(v) << (8 * i);
     sum += v;

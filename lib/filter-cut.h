@@ -109,6 +109,13 @@ M3IDX_RULE int32_t m3idx__cut_q(float q, int32_t hq, int negate) {
   return m3idx__cut_q_at(q, hq, M3IDX_CUT_BITS, negate);
 }
 
+/* Q of an element that may be NaN or infinite (0 then: a row with such
+ * elements is not filtered, its digits go unused). */
+M3IDX_RULE int32_t m3idx__cut_q_finite(float q, int32_t hq, int bits) {
+  return (m3idx__float_to_bits(q) & 0x7fffffffu) >= 0x7f800000u ? 0
+                                                                  : m3idx__cut_q_at(q, hq, bits, 0);
+}
+
 /* The residual z - Q of the element: exact, |r| < 1. */
 M3IDX_RULE double m3idx__cut_residual(float q, int32_t hq, int negate) {
   const double z = m3idx__cut_z(q, hq, negate);
