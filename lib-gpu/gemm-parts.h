@@ -15,12 +15,11 @@
 #define MAGIC_BITS 0x4b400000 /* 1.5 * 2^23: a group's sum S reads as 1.5 * 2^23 + S */
 #define MAGIC_F 12582912.0f
 
-/* Key t's factors F_g = 2^(e_g - emax) (2^-126 below fp32's normals) times
- * sign(scale), 0 for a NaN scale, and -C = -1.5 * 2^23 * sum F_g (-inf for
- * a NaN scale, so that its A is -inf: its logit is NaN, ignored). */
-M3IDX_DEV void key_factors(const uint8_t *page, int t, int emax, float sign, float4 &factor,
-                           float &magic) {
-  const uint32_t sc = key_scales(page, t);
+/* The factors of a key of scale word sc: F_g = 2^(e_g - emax) (2^-126
+ * below fp32's normals) times sign(scale), 0 for a NaN scale, and -C =
+ * -1.5 * 2^23 * sum F_g (-inf for a NaN scale, so that its A is -inf: its
+ * logit is NaN, ignored). */
+M3IDX_DEV void key_factors(uint32_t sc, int emax, float sign, float4 &factor, float &magic) {
   const bool nan = m3idx__nan_scale_bytes(sc) != 0u;
   float f[4];
 #pragma unroll

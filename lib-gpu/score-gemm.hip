@@ -9,8 +9,8 @@
  * times 256 and the bits of 1.5 * 2^23 less the codes' bias seed the low
  * plane's.  So each (pair, key, group) costs one integer multiply-add and
  * one fused multiply-add: A is lib/filter-cut.h's tensor-core form, with
- * its bound.  The keys that pass are summed exactly as the other kernels
- * do (score-parts.h).
+ * its bound.  The keys that pass are summed exactly in fp64, a quad of
+ * lanes a key and eight keys at once (quad_key_dot, score-parts.h).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -32,6 +32,7 @@ struct gemm_pair {
 
 struct gemm_smem {
   double e2m1[16];
+  uint32_t scales[128];        /* each key's scale word (its exact sum's) */
   warp_query wq[GEMM_PAIRS];
   gemm_pair at[GEMM_PAIRS];
   float4 factor[128];          /* F_g of each key, times sign(scale); 0 for a NaN scale */
@@ -99,11 +100,13 @@ M3IDX_DEV void pair_digits(const warp_query *wq16, uint32_t (&lo)[4][4], uint32_
 
 /* Thread t decodes key t of the page into the tile: its code bytes, in
  * the order the MMA's columns read them (lane tig of a column reads 32
- * bytes, code word tig of each group), its factors and -C. */
+ * bytes, code word tig of each group), its factors, -C and its scale
+ * word. */
 template <int P>
 M3IDX_DEV void decode_key(gemm_smem &sm, const uint8_t *page, int emax, float sign) {
   const int t = threadIdx.x;
   const uint4 *src = (const uint4 *)(page + 64 * t);
+  const uint32_t sc = key_scales(page, t);
   const code_tables tab = code_tables_now();
   uint32_t kb[4][8]; /* group g, word j: kb[g][2 j] and kb[g][2 j + 1] */
 #pragma unroll
@@ -121,7 +124,8 @@ M3IDX_DEV void decode_key(gemm_smem &sm, const uint8_t *page, int emax, float si
     *(uint4 *)(row + 32 * s + 16) =
         uint4{kb[2][2 * s], kb[2][2 * s + 1], kb[3][2 * s], kb[3][2 * s + 1]};
   }
-  key_factors(page, t, emax, sign, sm.factor[t], sm.magic[t]);
+  key_factors(sc, emax, sign, sm.factor[t], sm.magic[t]);
+  sm.scales[t] = sc;
 }
 
 /* The warp's 16 pairs (queries wq16) against the page of block b: A of
@@ -134,7 +138,8 @@ M3IDX_DEV void decode_key(gemm_smem &sm, const uint8_t *page, int emax, float si
 template <class LoadB>
 M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp_query *wq16,
                                const uint8_t *page, int b, const float4 *factor,
-                               const float *magic, const uint32_t (&lo)[4][4],
+                               const float *magic, const uint32_t *scales,
+                               const uint32_t (&lo)[4][4],
                                const uint32_t (&hi)[4][4], const int (&seed)[4][2],
                                const int (&nkeys)[2], const int (&row)[2], const int (&head)[2],
                                LoadB load_b) {
@@ -197,34 +202,39 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
     pending[r] = 0u;
     for (; pass != 0u; pass &= pass - 1u) {
       const int i = __ffs((int)pass) - 1;
-      if (defer_to_fp64(best[r], wq, page, 8 * (i >> 1) + 2 * tig + (i & 1), c.scale))
+      const int t = 8 * (i >> 1) + 2 * tig + (i & 1);
+      if (defer_key_to_fp64(best[r], wq, page + 64 * t, (const uint8_t *)&scales[t], c.scale))
         pending[r] |= 1u << i;
     }
   }
-  /* The pending keys one at a time, each summed by the whole warp with
-     its pair's query; the lane that had it keeps it. */
+  /* The pending keys of each quad (the four lanes of row gid: pairs gid
+     and gid + 8) one at a time, each summed by the quad with its pair's
+     query, the eight quads at once; the lane that had it keeps it.  A
+     quad with none left sums a key it drops, so that every lane takes
+     part in the shuffles. */
   for (;;) {
-    const unsigned any = M3IDX_BALLOT32((pending[0] | pending[1]) != 0u);
-    if (any == 0u)
+    const uint32_t have = M3IDX_BALLOT32((pending[0] | pending[1]) != 0u);
+    if (have == 0u)
       break;
-    const int src = __ffs((int)any) - 1;
+    const uint32_t quad = (have >> (4 * gid)) & 15u;
+    const int src = 4 * gid + (quad != 0u ? __ffs((int)quad) - 1 : 0);
     const int mine = pending[0] != 0u ? __ffs((int)pending[0]) - 1
                      : pending[1] != 0u ? 32 + __ffs((int)pending[1]) - 1
                                         : 0;
     const int pick = M3IDX_SHFL32(mine, src);
     const int r = pick >> 5, i = pick & 31;
-    if (lane == src) {
+    const bool own = lane == src && quad != 0u;
+    if (own) {
       if (r == 0)
         pending[0] &= pending[0] - 1u;
       else
         pending[1] &= pending[1] - 1u;
     }
     const int t = 8 * (i >> 1) + 2 * (src & 3) + (i & 1);
-    const double d = warp_key_dot(e2m1, wq16[(src >> 2) + 8 * r], page + 64 * t,
-                                  key_scales(page, t));
-    if (lane == src && r == 0)
+    const double d = quad_key_dot(e2m1, wq16[gid + 8 * r], page + 64 * t, scales[t]);
+    if (own && r == 0)
       m3idx__best_take_d(&best[0], d, c.scale);
-    if (lane == src && r == 1)
+    if (own && r == 1)
       m3idx__best_take_d(&best[1], d, c.scale);
   }
 #pragma unroll
@@ -283,7 +293,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
       const int last = nv_warp_max(max(sm.at[lane].req == r ? sm.at[lane].pos : -1,
                                        sm.at[lane + 32].req == r ? sm.at[lane + 32].pos : -1));
       const int rows_at[2] = {p16 + gid, p16 + gid + 8};
-      for (int b = b0; b < min(b1, last / 128 + 1); b++) {
+      const int b_end = min(b1, last / 128 + 1);
+      for (int b = b0; b < b_end; b++) {
         const uint8_t *page = page_of(c, r, b);
         if (page == nullptr)
           continue;
@@ -304,8 +315,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
           bw[0][0] = u0.x, bw[0][1] = u0.y, bw[1][0] = u0.z, bw[1][1] = u0.w;
           bw[2][0] = u1.x, bw[2][1] = u1.y, bw[3][0] = u1.z, bw[3][1] = u1.w;
         };
-        score_tile_page(c, sm.e2m1, &sm.wq[p16], page, b, sm.factor, sm.magic, lo, hi, seed,
-                        nkeys, row, head, from_tile);
+        score_tile_page(c, sm.e2m1, &sm.wq[p16], page, b, sm.factor, sm.magic, sm.scales, lo, hi,
+                        seed, nkeys, row, head, from_tile);
       }
     }
   }
@@ -322,6 +333,7 @@ struct gemm_decode_smem {
   warp_query wq[16];
   float4 factor[GEMM_WARPS][128];
   float magic[GEMM_WARPS][128];
+  uint32_t scales[GEMM_WARPS][128];
 };
 
 template <int P>
@@ -361,9 +373,12 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
         const int emax = page_emax<P>(page);
         M3IDX_SYNCWARP(); /* the last page's readers of the factors are done */
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-          key_factors(page, lane + 32 * i, emax, sign, sm.factor[warp][lane + 32 * i],
+        for (int i = 0; i < 4; i++) {
+          const uint32_t sc = key_scales(page, lane + 32 * i);
+          key_factors(sc, emax, sign, sm.factor[warp][lane + 32 * i],
                       sm.magic[warp][lane + 32 * i]);
+          sm.scales[warp][lane + 32 * i] = sc;
+        }
         M3IDX_SYNCWARP();
         int nkeys[2];
 #pragma unroll
@@ -376,8 +391,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
           for (int g = 0; g < 4; g++)
             code_bytes(path_word<P>(*(const uint32_t *)(key + 16 * g)), tab, bw[g][0], bw[g][1]);
         };
-        score_tile_page(c, sm.e2m1, sm.wq, page, b, sm.factor[warp], sm.magic[warp], lo, hi,
-                        seed, nkeys, row, head, from_page);
+        score_tile_page(c, sm.e2m1, sm.wq, page, b, sm.factor[warp], sm.magic[warp],
+                        sm.scales[warp], lo, hi, seed, nkeys, row, head, from_page);
       }
     }
   }

@@ -223,7 +223,7 @@ M3IDX_DEV void mfma_wave_page(const gpu_call &c, mfma_smem &sm, const uint8_t *p
   __builtin_amdgcn_wave_barrier(); /* the last page's readers of the factors are done */
 #pragma unroll
   for (int i = 0; i < 2; i++)
-    key_factors(page, lane + 64 * i, emax, sign, sm.factor[wave][lane + 64 * i],
+    key_factors(key_scales(page, lane + 64 * i), emax, sign, sm.factor[wave][lane + 64 * i],
                 sm.magic[wave][lane + 64 * i]);
   __builtin_amdgcn_wave_barrier();
   mfma_page<P>(c, sm, page, b, sm.factor[wave], sm.magic[wave], lo, hi, nkeys, row, head);

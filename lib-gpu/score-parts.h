@@ -247,17 +247,22 @@ M3IDX_DEV bool may_hold(const filter_floor &f, float a) {
   return f.all || a >= f.floor || !(fabsf(a) < INFINITY);
 }
 
-/* A key t that may hold the largest D: true when fp64 sums of it are exact
- * for the pair's row (the caller sums it with the warp), else its exact
- * logit goes into best now (group by group where the row allows). */
-M3IDX_DEV bool defer_to_fp64(m3idx__block_best &best, const warp_query &wq, const uint8_t *page,
-                             int t, float scale) {
-  const uint8_t *sc = page + M3IDX_PAGE_DATA_BYTES + 4 * t;
+/* A key that may hold the largest D (its code bytes at data, its scale
+ * bytes at sc): true when fp64 sums of it are exact for the pair's row
+ * (the caller sums it with the warp), else its exact logit goes into best
+ * now (group by group where the row allows). */
+M3IDX_DEV bool defer_key_to_fp64(m3idx__block_best &best, const warp_query &wq,
+                                 const uint8_t *data, const uint8_t *sc, float scale) {
   if (m3idx__key_spread(sc) <= wq.spread)
     return true;
-  m3idx__best_take_logit(&best,
-                         m3idx__exact_logit_of_row(wq.qf, wq.spread, page + 64 * t, sc, scale));
+  m3idx__best_take_logit(&best, m3idx__exact_logit_of_row(wq.qf, wq.spread, data, sc, scale));
   return false;
+}
+
+/* The same for key t of page. */
+M3IDX_DEV bool defer_to_fp64(m3idx__block_best &best, const warp_query &wq, const uint8_t *page,
+                             int t, float scale) {
+  return defer_key_to_fp64(best, wq, page + 64 * t, page + M3IDX_PAGE_DATA_BYTES + 4 * t, scale);
 }
 
 /* The lane's N keys (key_of(i), approximation a[i], bit i of valid) that
