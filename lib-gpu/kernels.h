@@ -73,6 +73,34 @@ inline dim3 prefill_grid(const gpu_call &c, int pairs, int blocks, int *ntiles) 
   return dim3((unsigned)((c.width + blocks - 1) / blocks), (unsigned)(n < 65535 ? n : 65535));
 }
 
+/* The scoring rows' launches: kernel_of(path_type<P>()) gives the row's
+ * kernel for the call's path P among Ps.  Decode runs over the work map on
+ * the row's grid (gpu_call.grid), or the map's capacity where smaller;
+ * prefill on prefill_grid's grid for tiles of `pairs' pairs by `blocks'
+ * key blocks. */
+template <int... Ps, class KernelOf>
+hipError_t launch_decode(const gpu_call &c, const int32_t *map, int capacity, int threads,
+                         size_t smem, hipStream_t s, KernelOf kernel_of) {
+  const int grid = capacity < c.grid ? capacity : c.grid;
+  on_path<Ps...>(c.path, [&](auto p) {
+    const auto kernel = kernel_of(p);
+    hipLaunchKernelGGL(kernel, dim3(grid), dim3(threads), smem, s, c, map, capacity);
+  });
+  return hipGetLastError();
+}
+
+template <int... Ps, class KernelOf>
+hipError_t launch_prefill(const gpu_call &c, int pairs, int blocks, int threads, size_t smem,
+                          hipStream_t s, KernelOf kernel_of) {
+  int ntiles;
+  const dim3 grid = prefill_grid(c, pairs, blocks, &ntiles);
+  on_path<Ps...>(c.path, [&](auto p) {
+    const auto kernel = kernel_of(p);
+    hipLaunchKernelGGL(kernel, grid, dim3(threads), smem, s, c, ntiles);
+  });
+  return hipGetLastError();
+}
+
 hipError_t m3idx_gpu_work_map(const gpu_call &c, int32_t *map, int capacity, int chunk,
                               hipStream_t s);
 

@@ -120,12 +120,9 @@ template <int P> __global__ void FP64_BOUNDS score_prefill_fp64(gpu_call c, int 
 
 hipError_t m3idx_gpu_decode_fp64(const gpu_call &c, const int32_t *map, int capacity,
                                  hipStream_t s) {
-  const int grid = capacity < c.grid ? capacity : c.grid;
-  on_path<FP64_PATHS>(c.path, [&](auto p) {
-    hipLaunchKernelGGL(score_decode_fp64<decltype(p)::value>, dim3(grid), dim3(FP64_THREADS), 0,
-                       s, c, map, capacity);
+  return launch_decode<FP64_PATHS>(c, map, capacity, FP64_THREADS, 0, s, [](auto p) {
+    return score_decode_fp64<decltype(p)::value>;
   });
-  return hipGetLastError();
 }
 
 hipError_t m3idx_gpu_setup_fp64(int path, int *grid) {
@@ -138,11 +135,6 @@ hipError_t m3idx_gpu_setup_fp64(int path, int *grid) {
 }
 
 hipError_t m3idx_gpu_prefill_fp64(const gpu_call &c, hipStream_t s) {
-  int ntiles;
-  const dim3 grid = prefill_grid(c, PREFILL_PAIRS, PREFILL_BLOCKS, &ntiles);
-  on_path<FP64_PATHS>(c.path, [&](auto p) {
-    hipLaunchKernelGGL(score_prefill_fp64<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, c,
-                       ntiles);
-  });
-  return hipGetLastError();
+  return launch_prefill<FP64_PATHS>(c, PREFILL_PAIRS, PREFILL_BLOCKS, FP64_THREADS, 0, s,
+                                    [](auto p) { return score_prefill_fp64<decltype(p)::value>; });
 }

@@ -420,22 +420,14 @@ hipError_t m3idx_gpu_setup_gemm(int path, int *grid) {
 
 hipError_t m3idx_gpu_decode_gemm(const gpu_call &c, const int32_t *map, int capacity,
                                  hipStream_t s) {
-  const int grid = capacity < c.grid ? capacity : c.grid;
-  on_path<GEMM_PATHS>(c.path, [&](auto p) {
-    hipLaunchKernelGGL(score_decode_gemm<decltype(p)::value>, dim3(grid), dim3(GEMM_THREADS), 0,
-                       s, c, map, capacity);
+  return launch_decode<GEMM_PATHS>(c, map, capacity, GEMM_THREADS, 0, s, [](auto p) {
+    return score_decode_gemm<decltype(p)::value>;
   });
-  return hipGetLastError();
 }
 
 hipError_t m3idx_gpu_prefill_gemm(const gpu_call &c, hipStream_t s) {
-  int ntiles;
-  const dim3 grid = prefill_grid(c, GEMM_PAIRS, GEMM_BLOCKS, &ntiles);
-  on_path<GEMM_PATHS>(c.path, [&](auto p) {
-    hipLaunchKernelGGL(score_prefill_gemm<decltype(p)::value>, grid, dim3(GEMM_THREADS),
-                       sizeof(gemm_smem), s, c, ntiles);
-  });
-  return hipGetLastError();
+  return launch_prefill<GEMM_PATHS>(c, GEMM_PAIRS, GEMM_BLOCKS, GEMM_THREADS, sizeof(gemm_smem), s,
+                                    [](auto p) { return score_prefill_gemm<decltype(p)::value>; });
 }
 
 #endif /* M3IDX_HIP_PLATFORM_NVIDIA */

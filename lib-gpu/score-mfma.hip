@@ -342,22 +342,14 @@ hipError_t m3idx_gpu_setup_mfma(int path, int *grid) {
 
 hipError_t m3idx_gpu_decode_mfma(const gpu_call &c, const int32_t *map, int capacity,
                                  hipStream_t s) {
-  const int grid = capacity < c.grid ? capacity : c.grid;
-  on_path<MFMA_PATHS>(c.path, [&](auto p) {
-    hipLaunchKernelGGL(score_decode_mfma<decltype(p)::value>, dim3(grid), dim3(GEMM_THREADS), 0,
-                       s, c, map, capacity);
+  return launch_decode<MFMA_PATHS>(c, map, capacity, GEMM_THREADS, 0, s, [](auto p) {
+    return score_decode_mfma<decltype(p)::value>;
   });
-  return hipGetLastError();
 }
 
 hipError_t m3idx_gpu_prefill_mfma(const gpu_call &c, hipStream_t s) {
-  int ntiles;
-  const dim3 grid = prefill_grid(c, 16, MFMA_BLOCKS, &ntiles);
-  on_path<MFMA_PATHS>(c.path, [&](auto p) {
-    hipLaunchKernelGGL(score_prefill_mfma<decltype(p)::value>, grid, dim3(GEMM_THREADS), 0, s, c,
-                       ntiles);
-  });
-  return hipGetLastError();
+  return launch_prefill<MFMA_PATHS>(c, 16, MFMA_BLOCKS, GEMM_THREADS, 0, s,
+                                    [](auto p) { return score_prefill_mfma<decltype(p)::value>; });
 }
 
 #endif /* !M3IDX_HIP_PLATFORM_NVIDIA */

@@ -299,29 +299,17 @@ __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(2))
 #define MMA_PATHS M3IDX_GPU_PATH_FAST, M3IDX_GPU_PATH_FAST_BROKEN
 
 hipError_t m3idx_gpu_prefill_mma(const gpu_call &c, hipStream_t s) {
-  int ntiles;
-  const dim3 grid = prefill_grid(c, MMA_PAIRS, MMA_PREFILL_BLOCKS, &ntiles);
-  on_path<MMA_PATHS>(c.path, [&](auto p) {
-    hipLaunchKernelGGL(score_prefill_mma<decltype(p)::value>, grid, dim3(FP64_THREADS), 0, s, c,
-                       ntiles);
-  });
-  return hipGetLastError();
+  return launch_prefill<MMA_PATHS>(c, MMA_PAIRS, MMA_PREFILL_BLOCKS, FP64_THREADS, 0, s,
+                                   [](auto p) { return score_prefill_mma<decltype(p)::value>; });
 }
 
 hipError_t m3idx_gpu_decode_mma(const gpu_call &c, const int32_t *map, int capacity,
                                 hipStream_t s) {
-  const int grid = capacity < c.grid ? capacity : c.grid;
-  const dim3 g(grid), blk(FP64_THREADS);
   const bool one_quad = c.query_len * c.num_heads <= 4;
-  on_path<MMA_PATHS>(c.path, [&](auto p) {
-    if (one_quad)
-      hipLaunchKernelGGL((score_decode_mma<decltype(p)::value, 1>), g, blk, 0, s, c, map,
-                         capacity);
-    else
-      hipLaunchKernelGGL((score_decode_mma<decltype(p)::value, 2>), g, blk, 0, s, c, map,
-                         capacity);
+  return launch_decode<MMA_PATHS>(c, map, capacity, FP64_THREADS, 0, s, [&](auto p) {
+    return one_quad ? score_decode_mma<decltype(p)::value, 1>
+                    : score_decode_mma<decltype(p)::value, 2>;
   });
-  return hipGetLastError();
 }
 
 #endif /* M3IDX_HIP_PLATFORM_NVIDIA */

@@ -173,12 +173,10 @@ __global__ void __launch_bounds__(FP64_THREADS) score_decode_staged(gpu_call c, 
 
 hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int capacity,
                                    hipStream_t s) {
-  const int grid = capacity < c.grid ? capacity : c.grid;
-  on_path<STAGED_PATHS>(c.path, [&](auto p) {
-    hipLaunchKernelGGL(score_decode_staged<decltype(p)::value>, dim3(grid), dim3(FP64_THREADS),
-                       sizeof(staged_smem), s, c, map, capacity);
-  });
-  return hipGetLastError();
+  return launch_decode<STAGED_PATHS>(c, map, capacity, FP64_THREADS, sizeof(staged_smem), s,
+                                     [](auto p) {
+                                       return score_decode_staged<decltype(p)::value>;
+                                     });
 }
 
 /* *grid 0 where the kernel cannot run: a build for a target before sm_90
