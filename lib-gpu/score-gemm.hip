@@ -370,14 +370,15 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
         const uint8_t *page = page_of(c, r, b);
         if (page == nullptr)
           continue;
-        const int emax = page_emax<P>(page);
+        uint32_t sc[4];
+        lane_page_scales(page, sc);
+        const int emax = page_emax_of<P>(sc);
         M3IDX_SYNCWARP(); /* the last page's readers of the factors are done */
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-          const uint32_t sc = key_scales(page, lane + 32 * i);
-          key_factors(sc, emax, sign, sm.factor[warp][lane + 32 * i],
+          key_factors(sc[i], emax, sign, sm.factor[warp][lane + 32 * i],
                       sm.magic[warp][lane + 32 * i]);
-          sm.scales[warp][lane + 32 * i] = sc;
+          sm.scales[warp][lane + 32 * i] = sc[i];
         }
         M3IDX_SYNCWARP();
         int nkeys[2];

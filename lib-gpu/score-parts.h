@@ -331,15 +331,25 @@ M3IDX_DEV int lane_scale_max(const uint32_t scales[4], int nkeys, int &valid) {
 }
 
 
-/* The page's largest scale byte but 255 (0 if every byte is 255), over
- * all its 128 keys, the warp's lanes reading four each. */
-template <int P> M3IDX_DEV int page_emax(const uint8_t *page) {
-  uint32_t scales[4];
+/* The scale words of the page's keys lane + 32 i, i = 0 .. 3 (lane: of
+ * 32), into scales. */
+M3IDX_DEV void lane_page_scales(const uint8_t *page, uint32_t scales[4]) {
 #pragma unroll
   for (int i = 0; i < 4; i++)
     scales[i] = key_scales(page, (threadIdx.x & 31) + 32 * i);
+}
+
+/* The page's largest scale byte but 255 (0 if every byte is 255), over
+ * all its 128 keys, from the scale words each lane of the warp holds
+ * (lane_page_scales), or read here. */
+template <int P> M3IDX_DEV int page_emax_of(const uint32_t scales[4]) {
   int valid;
   return warp_max<P>(lane_scale_max(scales, 128, valid));
+}
+template <int P> M3IDX_DEV int page_emax(const uint8_t *page) {
+  uint32_t scales[4];
+  lane_page_scales(page, scales);
+  return page_emax_of<P>(scales);
 }
 
 /* The values of the 8 codes of word w, element order (code n in nibble
