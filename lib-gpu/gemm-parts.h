@@ -16,10 +16,12 @@
 #define MAGIC_F 12582912.0f
 
 /* The factors of a key of scale word sc: F_g = 2^(e_g - emax) (2^-126
- * below fp32's normals) times sign(scale), 0 for a NaN scale, and -C =
- * -1.5 * 2^23 * sum F_g (-inf for a NaN scale, so that its A is -inf: its
- * logit is NaN, ignored). */
-M3IDX_DEV void key_factors(uint32_t sc, int emax, float sign, float4 &factor, float &magic) {
+ * below fp32's normals) times sign(scale), 0 for a NaN scale; A's start
+ * -C - e_k = -1.5 * 2^23 * sum F_g - e_k, so that A lands at the low end
+ * L_k of the key's interval (-inf for a NaN scale: its logit is NaN,
+ * ignored); and the interval's width 2 e_k (lib/filter-cut.h). */
+M3IDX_DEV void key_factors(uint32_t sc, int emax, float sign, float4 &factor, float &start,
+                           float &width) {
   const bool nan = m3idx__nan_scale_bytes(sc) != 0u;
   float f[4];
 #pragma unroll
@@ -31,8 +33,19 @@ M3IDX_DEV void key_factors(uint32_t sc, int emax, float sign, float4 &factor, fl
 #pragma unroll
   for (int g = 1; g < 4; g++)
     cm = fmaf(MAGIC_F, f[g], cm);
+  const float e_k = m3idx__gemm_key_error((fabsf(f[0]) + fabsf(f[1])) + (fabsf(f[2]) + fabsf(f[3])));
   factor = float4{f[0], f[1], f[2], f[3]};
-  magic = nan ? -INFINITY : -cm;
+  start = nan ? -INFINITY : -cm - e_k;
+  width = 2.0f * e_k;
+}
+
+/* The floor of a pair whose keys' largest L is top: a key may hold the
+ * largest D when L + its width reaches it.  A row without a filter (NaN
+ * or infinite elements) passes every valid key; an invalid key's L is
+ * -inf, so it never passes. */
+#define LOWEST_FLOAT (-0x1.fffffep+127f)
+M3IDX_DEV float interval_floor(const warp_query &wq, float top) {
+  return wq.bound < INFINITY ? fmaxf(top, LOWEST_FLOAT) : LOWEST_FLOAT;
 }
 
 /* Buffer pair `pair' into wq (the warp's lanes together), or, for a pair

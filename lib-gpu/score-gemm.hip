@@ -8,9 +8,11 @@
  * keys by one group of 32 elements, the high digit plane first, whose sum
  * times 256 and the bits of 1.5 * 2^23 less the codes' bias seed the low
  * plane's.  So each (pair, key, group) costs one integer multiply-add and
- * one fused multiply-add: A is lib/filter-cut.h's tensor-core form, with
- * its bound.  The keys that pass are summed exactly in fp64, a quad of
- * lanes a key and eight keys at once (quad_key_dot, score-parts.h).
+ * one fused multiply-add: A is lib/filter-cut.h's tensor-core form,
+ * started at the low end of the key's own interval.  The keys whose
+ * interval reaches the pair's largest low end are summed exactly in fp64,
+ * a quad of lanes a key and eight keys at once (quad_key_dot,
+ * score-parts.h).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -36,7 +38,8 @@ struct gemm_smem {
   warp_query wq[GEMM_PAIRS];
   gemm_pair at[GEMM_PAIRS];
   float4 factor[128];          /* F_g of each key, times sign(scale); 0 for a NaN scale */
-  float magic[128];            /* -C of each key, -inf for a NaN scale */
+  float start[128];            /* -C - e_k of each key, -inf for a NaN scale */
+  float width[128];            /* 2 e_k of each key */
   alignas(16) uint8_t tile[128 * TILE_STRIDE];
 };
 
@@ -124,21 +127,22 @@ M3IDX_DEV void decode_key(gemm_smem &sm, const uint8_t *page, int emax, float si
     *(uint4 *)(row + 32 * s + 16) =
         uint4{kb[2][2 * s], kb[2][2 * s + 1], kb[3][2 * s], kb[3][2 * s + 1]};
   }
-  key_factors(sc, emax, sign, sm.factor[t], sm.magic[t]);
+  key_factors(sc, emax, sign, sm.factor[t], sm.start[t], sm.width[t]);
   sm.scales[t] = sc;
 }
 
-/* The warp's 16 pairs (queries wq16) against the page of block b: A of
- * every (pair, key) on the tensor cores, then each pair's keys that pass
- * its floor summed exactly; the block scores stored.  load_b(ch, b)
- * gives the code words of key 8 ch + gid (lane tig's word of each
- * group); factor and magic hold key_factors of the page's keys.  Row gid
+/* The warp's 16 pairs (queries wq16) against the page of block b: L of
+ * every (pair, key) on the tensor cores, then each pair's keys whose
+ * interval reaches its floor summed exactly; the block scores stored.
+ * load_b(ch, b) gives the code words of key 8 ch + gid (lane tig's word
+ * of each group); factor, start and width hold key_factors of the page's
+ * keys.  Row gid
  * + 8 r of the tile is pair (head[r], row[r]) and sees the first nkeys[r]
  * keys (0: none, no store). */
 template <class LoadB>
 M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp_query *wq16,
                                const uint8_t *page, int b, const float4 *factor,
-                               const float *magic, const uint32_t *scales,
+                               const float *start, const float *width, const uint32_t *scales,
                                const uint32_t (&lo)[4][4],
                                const uint32_t (&hi)[4][4], const int (&seed)[4][2],
                                const int (&nkeys)[2], const int (&row)[2], const int (&head)[2],
@@ -154,7 +158,7 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
     const int k0 = 8 * ch + 2 * tig;
     const float4 f0 = factor[k0], f1 = factor[k0 + 1];
     const float ff0[4] = {f0.x, f0.y, f0.z, f0.w}, ff1[4] = {f1.x, f1.y, f1.z, f1.w};
-    const float2 m = *(const float2 *)&magic[k0];
+    const float2 m = *(const float2 *)&start[k0];
     float acc[4] = {m.x, m.y, m.x, m.y};
 #pragma unroll
     for (int g = 0; g < 4; g++) {
@@ -180,28 +184,34 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
     top[0] = fmaxf(top[0], fmaxf(acc[0], acc[1]));
     top[1] = fmaxf(top[1], fmaxf(acc[2], acc[3]));
   }
-  /* Each pair's floor, from its largest A over the four lanes of its row;
-     the keys that pass, and those of them that fp64 sums exactly. */
-  m3idx__block_best best[2];
-  uint32_t pending[2];
+  /* Each pair's floor, its largest L over the four lanes of its row; the
+     keys whose interval reaches it, and those of them that fp64 sums
+     exactly. */
+  float floor_at[2];
+  uint32_t pass[2] = {0u, 0u};
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     top[r] = fmaxf(top[r], M3IDX_SHFL_XOR(top[r], 1));
     top[r] = fmaxf(top[r], M3IDX_SHFL_XOR(top[r], 2));
+    floor_at[r] = interval_floor(wq16[gid + 8 * r], top[r]);
+  }
+#pragma unroll
+  for (int ch = 0; ch < 16; ch++) {
+    const float2 w = *(const float2 *)&width[8 * ch + 2 * tig];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      pass[i >> 1] |= (uint32_t)(a[ch][i] + (i & 1 ? w.y : w.x) >= floor_at[i >> 1])
+                      << (2 * ch + (i & 1));
+  }
+  m3idx__block_best best[2];
+  uint32_t pending[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
     const warp_query &wq = wq16[gid + 8 * r];
-    const filter_floor f = floor_of(wq, top[r]);
-    uint32_t pass = 0u;
-#pragma unroll
-    for (int ch = 0; ch < 16; ch++)
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        const float v = a[ch][2 * r + i];
-        pass |= (uint32_t)(v > -INFINITY && may_hold(f, v)) << (2 * ch + i);
-      }
     m3idx__best_start(&best[r]);
     pending[r] = 0u;
-    for (; pass != 0u; pass &= pass - 1u) {
-      const int i = __ffs((int)pass) - 1;
+    for (; pass[r] != 0u; pass[r] &= pass[r] - 1u) {
+      const int i = __ffs((int)pass[r]) - 1;
       const int t = 8 * (i >> 1) + 2 * tig + (i & 1);
       if (defer_key_to_fp64(best[r], wq, page + 64 * t, (const uint8_t *)&scales[t], c.scale))
         pending[r] |= 1u << i;
@@ -315,8 +325,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
           bw[0][0] = u0.x, bw[0][1] = u0.y, bw[1][0] = u0.z, bw[1][1] = u0.w;
           bw[2][0] = u1.x, bw[2][1] = u1.y, bw[3][0] = u1.z, bw[3][1] = u1.w;
         };
-        score_tile_page(c, sm.e2m1, &sm.wq[p16], page, b, sm.factor, sm.magic, sm.scales, lo, hi,
-                        seed, nkeys, row, head, from_tile);
+        score_tile_page(c, sm.e2m1, &sm.wq[p16], page, b, sm.factor, sm.start, sm.width, sm.scales,
+                        lo, hi, seed, nkeys, row, head, from_tile);
       }
     }
   }
@@ -332,7 +342,8 @@ struct gemm_decode_smem {
   double e2m1[16];
   warp_query wq[16];
   float4 factor[GEMM_WARPS][128];
-  float magic[GEMM_WARPS][128];
+  float start[GEMM_WARPS][128];
+  float width[GEMM_WARPS][128];
   uint32_t scales[GEMM_WARPS][128];
 };
 
@@ -377,7 +388,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
           key_factors(sc[i], emax, sign, sm.factor[warp][lane + 32 * i],
-                      sm.magic[warp][lane + 32 * i]);
+                      sm.start[warp][lane + 32 * i], sm.width[warp][lane + 32 * i]);
           sm.scales[warp][lane + 32 * i] = sc[i];
         }
         M3IDX_SYNCWARP();
@@ -392,8 +403,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
           for (int g = 0; g < 4; g++)
             code_bytes(path_word<P>(*(const uint32_t *)(key + 16 * g)), tab, bw[g][0], bw[g][1]);
         };
-        score_tile_page(c, sm.e2m1, sm.wq, page, b, sm.factor[warp], sm.magic[warp],
-                        sm.scales[warp], lo, hi, seed, nkeys, row, head, from_page);
+        score_tile_page(c, sm.e2m1, sm.wq, page, b, sm.factor[warp], sm.start[warp],
+                        sm.width[warp], sm.scales[warp], lo, hi, seed, nkeys, row, head, from_page);
       }
     }
   }

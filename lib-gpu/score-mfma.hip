@@ -34,8 +34,9 @@ struct mfma_smem {
   double e2m1[16];
   warp_query wq[16];
   float4 factor[2][128]; /* a wavefront's page: key_factors */
-  float magic[2][128];
-  float a[2][16][128]; /* a wavefront's A of (pair, key), -inf where not causal */
+  float start[2][128];
+  float width[2][128];
+  float a[2][16][128]; /* a wavefront's L of (pair, key), -inf where not causal */
 };
 
 /* D = A B + C for one group; a and b: the even and odd elements of the
@@ -105,14 +106,15 @@ M3IDX_DEV void mfma_digits(const warp_query *wq16, uint32_t (&lo)[4][2], uint32_
     }
 }
 
-/* The wavefront's 16 pairs against the page of block b (factor, magic:
- * key_factors of its keys): A of every (pair, key) on the matrix cores
- * into the wavefront's share of shared memory, then each pair's keys that
- * pass its floor summed exactly; the block scores stored.  Pair 4 (L / 16) + i is (head[i],
+/* The wavefront's 16 pairs against the page of block b (factor, start,
+ * width: key_factors of its keys): L of every (pair, key) on the matrix
+ * cores into the wavefront's share of shared memory, then each pair's
+ * keys whose interval reaches its floor summed exactly; the block scores stored.  Pair 4 (L / 16) + i is (head[i],
  * row[i]) and sees the first nkeys[i] keys (0: none, no store). */
 template <int P>
 M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, int b,
-                         const float4 *factor, const float *magic, const uint32_t (&lo)[4][2],
+                         const float4 *factor, const float *start, const float *width,
+                         const uint32_t (&lo)[4][2],
                          const uint32_t (&hi)[4][2], const int (&nkeys)[4], const int (&row)[4],
                          const int (&head)[4]) {
   const int lane = (int)(threadIdx.x & 63), col = lane & 15, slot = lane >> 4;
@@ -127,7 +129,7 @@ M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, 
     float acc[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
-      acc[i] = magic[t];
+      acc[i] = start[t];
 #pragma unroll
     for (int g = 0; g < 4; g++) {
       uint32_t bw[2];
@@ -147,8 +149,8 @@ M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, 
     }
   }
   /* Pair by pair (each in front of the lane's arrays in turn, so that one
-     call of the exact sums serves all four): its floor from its largest A
-     over the 16 lanes of its slot, the keys that pass, those of them that
+     call of the exact sums serves all four): its floor from its largest L
+     over the 16 lanes of its slot, the keys whose interval reaches it, those of them that
      fp64 sums exactly, then those of each quad of lanes one at a time,
      each summed by the quad (quad_key_dot), all quads at once; the lane
      that had it keeps it. */
@@ -161,12 +163,12 @@ M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, 
     for (int m = 1; m < 16; m <<= 1)
       t0 = fmaxf(t0, M3IDX_SHFL_XOR(t0, m));
     const warp_query &wq = sm.wq[4 * slot + i];
-    const filter_floor f = floor_of(wq, t0);
+    const float floor_at = interval_floor(wq, t0);
     uint32_t pass = 0u, pending = 0u;
 #pragma unroll
     for (int ch = 0; ch < 8; ch++) {
       const float v = av[4 * slot + i][16 * ch + col];
-      pass |= (uint32_t)(v > -INFINITY && may_hold(f, v)) << ch;
+      pass |= (uint32_t)(v + width[16 * ch + col] >= floor_at) << ch;
     }
     m3idx__block_best best;
     m3idx__best_start(&best);
@@ -224,9 +226,10 @@ M3IDX_DEV void mfma_wave_page(const gpu_call &c, mfma_smem &sm, const uint8_t *p
 #pragma unroll
   for (int i = 0; i < 2; i++)
     key_factors(key_scales(page, lane + 64 * i), emax, sign, sm.factor[wave][lane + 64 * i],
-                sm.magic[wave][lane + 64 * i]);
+                sm.start[wave][lane + 64 * i], sm.width[wave][lane + 64 * i]);
   __builtin_amdgcn_wave_barrier();
-  mfma_page<P>(c, sm, page, b, sm.factor[wave], sm.magic[wave], lo, hi, nkeys, row, head);
+  mfma_page<P>(c, sm, page, b, sm.factor[wave], sm.start[wave], sm.width[wave], lo, hi, nkeys,
+               row, head);
 }
 
 /* Decode: blocks take work-map entries; the request's pairs 16 at a time,

@@ -83,9 +83,13 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
     return; /* bad lengths: reported, nothing written */
   const long long off = ((long long)h * c.num_rows + row) * c.score_stride;
   const float *in = scores_in + off;
-  if (pin && write_pinned)
+  /* The passes over the row are unrolled by 8, so that a thread has 8
+     loads in flight, not one. */
+  if (pin && write_pinned) {
+#pragma unroll 8
     for (int b = t; b < n; b += SELECT_THREADS)
       c.scores[off + b] = m3idx__pinned(in[b], b, n, c.init_blocks, c.local_blocks);
+  }
   if (topk == nullptr)
     return;
   /* After the writes above, pinning again is a no-op: every pass may
@@ -95,6 +99,7 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
   /* 1. A floor: the least of 16 maxima of disjoint sets of keys (a set
      with no key gives 0, and then every key passes). */
   unsigned long long m = 0;
+#pragma unroll 8
   for (int b = t; b < n; b += SELECT_THREADS) {
     unsigned long long key = KEY_OF(b);
     m = key > m ? key : m;
@@ -112,6 +117,7 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
   for (int i = 1; i < SELECT_THREADS / 32; i++)
     floor_key = sm.gmax[i] < floor_key ? sm.gmax[i] : floor_key;
   /* 2. Gather the keys at or above the floor (the top `need' among them). */
+#pragma unroll 8
   for (int b = t; b < n; b += SELECT_THREADS) {
     unsigned long long key = KEY_OF(b);
     if (key >= floor_key) {

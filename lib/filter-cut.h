@@ -55,6 +55,16 @@
  * 2^-126 moves its term by less than 2^22 * 2^-126: |A - D / U| <= 1536 +
  * 6 + 8 + 2^-100 < M3IDX_CUT_ERROR.
  *
+ * That bound is the worst key's.  A key's own is tighter: each |Q - z| <
+ * 1 and each |halves| <= 12 move its group g by less than 384 F_g, so
+ * with e_k = m3idx__gemm_key_error(sum_g F_g) the tensor-core kernels
+ * start A at -C - e_k (one add more, below 2^26: 2 more at most) and get
+ * L_k with D_k / U in [L_k, L_k + 2 e_k].  The key of the largest D then
+ * has L_k + 2 e_k >= max_j L_j, and the fp32 sum L_k + 2 e_k (rounded to
+ * nearest, monotonic) keeps that against the float max_j L_j, so that
+ * test needs no margin.  On the bench's pages, whose scale bytes spread
+ * over 15 values, sum F_g is 0.5 on average against the 4 of the worst key.
+ *
  * A page of several rows is filtered on one plane first (the CPU's vnni
  * kernel): P = q * 2^(6 - Hq) * 127/128 rounded to nearest (|P| <= 127,
  * within 1/2 of it; negated as Q is).  In units of 2^-7 P, with S'_g the
@@ -85,6 +95,12 @@
 M3IDX_RULE int32_t m3idx__cut_exponent(uint32_t top) {
   return top >= 0x00800000u ? (int32_t)(top >> 23) - 127 : 31 - m3idx__clz32(top | 1u) - 149;
 }
+
+/* e_k of a key whose four factors F_g = 2^(e_g - emax) (or 2^-126) add
+ * up to sum_f (each within 2^-24 of its share: three fp32 adds): 384
+ * sum F_g for the cut, 16 for the fp32 rounding of C and A, 8 for that
+ * of this sum and of 2^-126 factors. */
+M3IDX_RULE float m3idx__gemm_key_error(float sum_f) { return 384.0f * sum_f + 24.0f; }
 
 /* The cut's top bit: 13 for the integer filter, 12 for the tensor-core
  * filter's (whose group sums must stay below 2^22). */

@@ -239,7 +239,15 @@ static void double_rounding(case_sink each, void *arg) {
  * = -1) and 27 of -100 * 2^-12 (exact); X holds 1.0 and then 6.0 in the
  * 100 (A = 8192 - 1200, D = 8192 - 2390.6), Y 1.0 and then 6.0, 4.0 and
  * 1.5 in the first three of the 27 (A = D = 8192 - 2300): X's A is 1100
- * above Y's, Y's D 90.6 above X's.  v 7: v 6 negated, scale -1. */
+ * above Y's, Y's D 90.6 above X's.  v 7: v 6 negated, scale -1.  v 8:
+ * the tensor-core filter's per-key interval near its width (2 e_k = 3120
+ * for scale bytes 127): the row is 1.0, 63 elements of -1.9921875 * 2^-12
+ * and 64 of +1.9921875 * 2^-12 (|z| just below 2, |Q| = 1); X holds 1.0
+ * and then 6.0 in the 63 and -6.0 in the 64 (A = 8192 - 1524 lies 1512
+ * above D = 8192 - 3036.1), Y 0.5 and then -6.0 in the first 45 (A = 4096
+ * + 540 lies 535.8 below D = 4096 + 1075.8): X's A is 2032 above Y's, Y's
+ * D 15.9 above X's, so a width of e_k, or e_k at half, loses Y.  v 9: v 8
+ * negated, scale -1. */
 static void filter_bound(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {130, 1000, 129, 4000};
   struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN, v == 4 || v == 5 ? 3 : 2, 2,
@@ -251,6 +259,13 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(row, 0, 128 * sizeof *row);
     if (v == 2 && r % 2 == 1)
       continue; /* all zero */
+    if (v >= 8) {
+      const float sign = v == 9 ? -1.0f : 1.0f;
+      row[0] = m3idx_float_to_bf16(sign);
+      for (int d = 1; d < 128; d++)
+        row[d] = m3idx_float_to_bf16(sign * (d < 64 ? -0x1.fep-12f : 0x1.fep-12f));
+      continue;
+    }
     if (v >= 6) {
       const float sign = v == 7 ? -1.0f : 1.0f;
       row[0] = m3idx_float_to_bf16(sign);
@@ -281,6 +296,16 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(pg, 0, M3IDX_PAGE_DATA_BYTES);
     memset(pg + M3IDX_PAGE_DATA_BYTES, 127, 512);
     for (int t = 0; t < 128; t++) {
+      if (v >= 8) { /* X: 1.0 (code 2), 6.0 (code 7) x 63, -6.0 (code 15) x 64; Y: 0.5
+                       (code 1), then -6.0 x 45 */
+        uint8_t *k = pg + 64 * t;
+        for (int d = 0; d < 128; d++) {
+          const unsigned code = t != 5 ? (d == 0 ? 2u : d < 64 ? 7u : 15u)
+                                       : (d == 0 ? 1u : d <= 45 ? 15u : 0u);
+          k[d / 2] |= (uint8_t)(code << (4 * (d & 1)));
+        }
+        continue;
+      }
       if (v >= 6) { /* X: 1.0 (code 2), 6.0 (code 7) x 100; Y: 1.0, then 6.0, 4.0, 1.5 */
         uint8_t *k = pg + 64 * t;
         for (int d = 0; d < 128; d++) {
@@ -310,7 +335,7 @@ static void filter_bound(int v, case_sink each, void *arg) {
       pg[64 * t + 1] = t == 5 ? 0x00 : 0x01; /* element 2 */
     }
   }
-  case_set_scale(tc, v == 1 || v == 5 || v == 7 ? -1.0f : 1.0f);
+  case_set_scale(tc, v == 1 || v == 5 || v == 7 || v == 9 ? -1.0f : 1.0f);
   each(tc, arg);
 }
 
@@ -507,7 +532,7 @@ const struct pattern m3idx_patterns[] = {
     {"ties", 2, 0, ties},
     {"tiny_scale", 2, 0, tiny_scale},
     {"exact_rounding", 9, 0, exact_rounding},
-    {"filter_bound", 8, 0, filter_bound},
+    {"filter_bound", 10, 0, filter_bound},
     {"cut_residuals", 2, 0, cut_residuals},
     {"mixed_pages", 6, 0, mixed_pages},
     {"one_token", 1, 0, one_token},
