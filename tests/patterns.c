@@ -246,11 +246,13 @@ static void double_rounding(case_sink each, void *arg) {
  * and then 6.0 in the 63 and -6.0 in the 64 (A = 8192 - 1524 lies 1512
  * above D = 8192 - 3036.1), Y 0.5 and then -6.0 in the first 45 (A = 4096
  * + 540 lies 535.8 below D = 4096 + 1075.8): X's A is 2032 above Y's, Y's
- * D 15.9 above X's, so a width of e_k, or e_k at half, loses Y.  v 9: v 8
+ * D 15.9 above X's, so a width of e_k, or e_k at half, loses Y (4 heads x
+ * 4 rows: 16 pairs a request, which the gemm row takes).  v 9: v 8
  * negated, scale -1. */
 static void filter_bound(int v, case_sink each, void *arg) {
   static const int32_t lens[] = {130, 1000, 129, 4000};
-  struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN, v == 4 || v == 5 ? 3 : 2, 2,
+  struct test_case *tc = case_decode(7200u + (unsigned)v, FLAVOR_PLAIN,
+                                     v == 4 || v == 5 ? 3 : v >= 8 ? 4 : 2, v >= 8 ? 4 : 2,
                                      M3IDX_DTYPE_BF16, 4, lens);
   uint16_t *q = tc->query_data;
   const size_t nrows = (size_t)tc->batch.num_rows * tc->batch.num_heads;
