@@ -21,7 +21,13 @@
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 
 #define GEMM_PAIRS (16 * GEMM_WARPS) /* the pairs of a tile */
-#define GEMM_BLOCKS 16               /* the key blocks a block streams for a tile */
+/* The key blocks a block streams for a tile: 32 where the grid at 16
+ * would be GEMM_DEEP_GRID blocks or more (many waves: each tile's setup,
+ * its queries and digits, then paid half as often), else 16 (a shallow
+ * grid needs the blocks to fill the SMs' last wave). */
+#define GEMM_BLOCKS 16
+#define GEMM_BLOCKS_DEEP 32
+#define GEMM_DEEP_GRID 4096
 #define GEMM_CTAS_PER_SM 3
 /* A key's 128 code bytes in the tile, then 16 bytes of padding, so that
  * the eight keys of an MMA's columns load from distinct banks. */
@@ -255,8 +261,8 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
   }
 }
 
-/* Block (x, y) scores key blocks GEMM_BLOCKS x .. + GEMM_BLOCKS - 1
- * against the pairs of tiles y, y + gridDim.y, ...: the tile's places and
+/* Block (x, y) scores key blocks span x .. span (x + 1) - 1 (span: the
+ * width over gridDim.x) against the pairs of tiles y, y + gridDim.y, ...: the tile's places and
  * queries into shared memory and its digits into registers, then for
  * each request among the tile's pairs each block's page decoded by the
  * whole block and scored by every warp for its 16 pairs. */
@@ -268,7 +274,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
   fill_e2m1(sm.e2m1);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = c.num_heads;
   const int gid = lane >> 2, p16 = 16 * warp;
-  const int b0 = blockIdx.x * GEMM_BLOCKS, b1 = min(b0 + GEMM_BLOCKS, c.width);
+  const int span = (c.width + (int)gridDim.x - 1) / (int)gridDim.x;
+  const int b0 = blockIdx.x * span, b1 = min(b0 + span, c.width);
   const long long npairs = (long long)c.num_rows * H;
   const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
   for (int tile = blockIdx.y; tile < ntiles; tile += gridDim.y) {
@@ -438,7 +445,11 @@ hipError_t m3idx_gpu_decode_gemm(const gpu_call &c, const int32_t *map, int capa
 }
 
 hipError_t m3idx_gpu_prefill_gemm(const gpu_call &c, hipStream_t s) {
-  return launch_prefill<GEMM_PATHS>(c, GEMM_PAIRS, GEMM_BLOCKS, GEMM_THREADS, sizeof(gemm_smem), s,
+  const long long tiles = ((long long)c.num_rows * c.num_heads + GEMM_PAIRS - 1) / GEMM_PAIRS;
+  const int blocks =
+      tiles * ((c.width + GEMM_BLOCKS - 1) / GEMM_BLOCKS) >= GEMM_DEEP_GRID ? GEMM_BLOCKS_DEEP
+                                                                           : GEMM_BLOCKS;
+  return launch_prefill<GEMM_PATHS>(c, GEMM_PAIRS, blocks, GEMM_THREADS, sizeof(gemm_smem), s,
                                     [](auto p) { return score_prefill_gemm<decltype(p)::value>; });
 }
 
