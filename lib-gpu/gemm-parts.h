@@ -33,17 +33,19 @@ M3IDX_DEV void key_factors(uint32_t sc, int emax, float sign, float4 &factor, fl
 #pragma unroll
   for (int g = 1; g < 4; g++)
     cm = fmaf(MAGIC_F, f[g], cm);
-  const float e_k = m3idx__gemm_key_error((fabsf(f[0]) + fabsf(f[1])) + (fabsf(f[2]) + fabsf(f[3])));
+  const float e_k =
+      m3idx__gemm_key_error((fabsf(f[0]) + fabsf(f[1])) + (fabsf(f[2]) + fabsf(f[3])));
   factor = float4{f[0], f[1], f[2], f[3]};
   start = nan ? -INFINITY : -cm - e_k;
   width = 2.0f * e_k;
 }
 
+#define LOWEST_FLOAT (-0x1.fffffep+127f)
+
 /* The floor of a pair whose keys' largest L is top: a key may hold the
  * largest D when L + its width reaches it.  A row without a filter (NaN
  * or infinite elements) passes every valid key; an invalid key's L is
  * -inf, so it never passes. */
-#define LOWEST_FLOAT (-0x1.fffffep+127f)
 M3IDX_DEV float interval_floor(const warp_query &wq, float top) {
   return wq.bound < INFINITY ? fmaxf(top, LOWEST_FLOAT) : LOWEST_FLOAT;
 }

@@ -64,11 +64,16 @@ inline gpu_call gpu_call_of(const struct m3idx_call *c, unsigned *err) {
   return g;
 }
 
+/* The tiles of `pairs' (row, head) pairs that a prefill call's pairs fill. */
+inline long long prefill_tiles(const gpu_call &c, int pairs) {
+  return ((long long)c.num_rows * c.num_heads + pairs - 1) / pairs;
+}
+
 /* A prefill launch's grid: x over the key blocks, `blocks' a block; y
- * over the tiles of `pairs' (row, head) pairs, at most 65535 (the kernels
- * step by gridDim.y); *ntiles receives the tiles. */
+ * over the tiles, at most 65535 (the kernels step by gridDim.y); *ntiles
+ * receives the tiles. */
 inline dim3 prefill_grid(const gpu_call &c, int pairs, int blocks, int *ntiles) {
-  const long long n = ((long long)c.num_rows * c.num_heads + pairs - 1) / pairs;
+  const long long n = prefill_tiles(c, pairs);
   *ntiles = (int)n;
   return dim3((unsigned)((c.width + blocks - 1) / blocks), (unsigned)(n < 65535 ? n : 65535));
 }

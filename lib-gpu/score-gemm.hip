@@ -142,9 +142,8 @@ M3IDX_DEV void decode_key(gemm_smem &sm, const uint8_t *page, int emax, float si
  * interval reaches its floor summed exactly; the block scores stored.
  * load_b(ch, b) gives the code words of key 8 ch + gid (lane tig's word
  * of each group); factor, start and width hold key_factors of the page's
- * keys.  Row gid
- * + 8 r of the tile is pair (head[r], row[r]) and sees the first nkeys[r]
- * keys (0: none, no store). */
+ * keys.  Row gid + 8 r of the tile is pair (head[r], row[r]) and sees the
+ * first nkeys[r] keys (0: none, no store). */
 template <class LoadB>
 M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp_query *wq16,
                                const uint8_t *page, int b, const float4 *factor,
@@ -262,10 +261,11 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
 }
 
 /* Block (x, y) scores key blocks span x .. span (x + 1) - 1 (span: the
- * width over gridDim.x) against the pairs of tiles y, y + gridDim.y, ...: the tile's places and
- * queries into shared memory and its digits into registers, then for
- * each request among the tile's pairs each block's page decoded by the
- * whole block and scored by every warp for its 16 pairs. */
+ * width over gridDim.x) against the pairs of tiles y, y + gridDim.y,
+ * ...: the tile's places and queries into shared memory and its digits
+ * into registers, then for each request among the tile's pairs each
+ * block's page decoded by the whole block and scored by every warp for
+ * its 16 pairs. */
 template <int P>
 __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
     score_prefill_gemm(gpu_call c, int ntiles) {
@@ -445,10 +445,9 @@ hipError_t m3idx_gpu_decode_gemm(const gpu_call &c, const int32_t *map, int capa
 }
 
 hipError_t m3idx_gpu_prefill_gemm(const gpu_call &c, hipStream_t s) {
-  const long long tiles = ((long long)c.num_rows * c.num_heads + GEMM_PAIRS - 1) / GEMM_PAIRS;
-  const int blocks =
-      tiles * ((c.width + GEMM_BLOCKS - 1) / GEMM_BLOCKS) >= GEMM_DEEP_GRID ? GEMM_BLOCKS_DEEP
-                                                                           : GEMM_BLOCKS;
+  const long long grid16 =
+      prefill_tiles(c, GEMM_PAIRS) * ((c.width + GEMM_BLOCKS - 1) / GEMM_BLOCKS);
+  const int blocks = grid16 >= GEMM_DEEP_GRID ? GEMM_BLOCKS_DEEP : GEMM_BLOCKS;
   return launch_prefill<GEMM_PATHS>(c, GEMM_PAIRS, blocks, GEMM_THREADS, sizeof(gemm_smem), s,
                                     [](auto p) { return score_prefill_gemm<decltype(p)::value>; });
 }

@@ -109,14 +109,14 @@ M3IDX_DEV void mfma_digits(const warp_query *wq16, uint32_t (&lo)[4][2], uint32_
 /* The wavefront's 16 pairs against the page of block b (factor, start,
  * width: key_factors of its keys): L of every (pair, key) on the matrix
  * cores into the wavefront's share of shared memory, then each pair's
- * keys whose interval reaches its floor summed exactly; the block scores stored.  Pair 4 (L / 16) + i is (head[i],
- * row[i]) and sees the first nkeys[i] keys (0: none, no store). */
+ * keys whose interval reaches its floor summed exactly; the block scores
+ * stored.  Pair 4 (L / 16) + i is (head[i], row[i]) and sees the first
+ * nkeys[i] keys (0: none, no store). */
 template <int P>
 M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, int b,
                          const float4 *factor, const float *start, const float *width,
-                         const uint32_t (&lo)[4][2],
-                         const uint32_t (&hi)[4][2], const int (&nkeys)[4], const int (&row)[4],
-                         const int (&head)[4]) {
+                         const uint32_t (&lo)[4][2], const uint32_t (&hi)[4][2],
+                         const int (&nkeys)[4], const int (&row)[4], const int (&head)[4]) {
   const int lane = (int)(threadIdx.x & 63), col = lane & 15, slot = lane >> 4;
   float(&av)[16][128] = sm.a[threadIdx.x >> 6];
   float top[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
