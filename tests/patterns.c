@@ -261,25 +261,15 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(row, 0, 128 * sizeof *row);
     if (v == 2 && r % 2 == 1)
       continue; /* all zero */
-    if (v >= 8) {
-      const float sign = v == 9 ? -1.0f : 1.0f;
+    if (v >= 4) { /* 1.0, then the variant's small elements; v 5, 7, 9 negated */
+      const float sign = v % 2 == 1 ? -1.0f : 1.0f;
       row[0] = m3idx_float_to_bf16(sign);
-      for (int d = 1; d < 128; d++)
-        row[d] = m3idx_float_to_bf16(sign * (d < 64 ? -0x1.fep-12f : 0x1.fep-12f));
-      continue;
-    }
-    if (v >= 6) {
-      const float sign = v == 7 ? -1.0f : 1.0f;
-      row[0] = m3idx_float_to_bf16(sign);
-      for (int d = 1; d < 128; d++)
-        row[d] = m3idx_float_to_bf16(sign * (d <= 100 ? -0x1.fep-12f : -100.0f * 0x1p-12f));
-      continue;
-    }
-    if (v >= 4) {
-      const float sign = v == 5 ? -1.0f : 1.0f;
-      row[0] = m3idx_float_to_bf16(sign);
-      for (int d = 1; d < 32; d++)
-        row[d] = m3idx_float_to_bf16(sign * 0x1p-7f);
+      for (int d = 1; d < (v >= 6 ? 128 : 32); d++) {
+        const float e = v >= 8   ? (d < 64 ? -0x1.fep-12f : 0x1.fep-12f)
+                        : v >= 6 ? (d <= 100 ? -0x1.fep-12f : -100.0f * 0x1p-12f)
+                                 : 0x1p-7f;
+        row[d] = m3idx_float_to_bf16(sign * e);
+      }
       continue;
     }
     if (v == 3) {
@@ -298,25 +288,19 @@ static void filter_bound(int v, case_sink each, void *arg) {
     memset(pg, 0, M3IDX_PAGE_DATA_BYTES);
     memset(pg + M3IDX_PAGE_DATA_BYTES, 127, 512);
     for (int t = 0; t < 128; t++) {
-      if (v >= 8) { /* X: 1.0 (code 2), 6.0 (code 7) x 63, -6.0 (code 15) x 64; Y: 0.5
-                       (code 1), then -6.0 x 45 */
+      if (v >= 6) { /* v 6, 7: X 1.0 (code 2), 6.0 (code 7) x 100; Y 1.0, then 6.0, 4.0,
+                       1.5.  v 8, 9: X 1.0, 6.0 x 63, -6.0 (code 15) x 64; Y 0.5 (code 1),
+                       then -6.0 x 45 */
         uint8_t *k = pg + 64 * t;
         for (int d = 0; d < 128; d++) {
-          const unsigned code = t != 5 ? (d == 0 ? 2u : d < 64 ? 7u : 15u)
-                                       : (d == 0 ? 1u : d <= 45 ? 15u : 0u);
-          k[d / 2] |= (uint8_t)(code << (4 * (d & 1)));
-        }
-        continue;
-      }
-      if (v >= 6) { /* X: 1.0 (code 2), 6.0 (code 7) x 100; Y: 1.0, then 6.0, 4.0, 1.5 */
-        uint8_t *k = pg + 64 * t;
-        for (int d = 0; d < 128; d++) {
-          const unsigned code = d == 0                   ? 2u
-                                : t != 5 && d <= 100     ? 7u
-                                : t == 5 && d == 101     ? 7u
-                                : t == 5 && d == 102     ? 6u
-                                : t == 5 && d == 103     ? 3u
-                                                         : 0u;
+          const unsigned code = v >= 8 ? (t != 5 ? (d == 0 ? 2u : d < 64 ? 7u : 15u)
+                                                 : (d == 0 ? 1u : d <= 45 ? 15u : 0u))
+                                : d == 0               ? 2u
+                                : t != 5 && d <= 100   ? 7u
+                                : t == 5 && d == 101   ? 7u
+                                : t == 5 && d == 102   ? 6u
+                                : t == 5 && d == 103   ? 3u
+                                                       : 0u;
           k[d / 2] |= (uint8_t)(code << (4 * (d & 1)));
         }
         continue;
