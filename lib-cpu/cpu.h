@@ -152,12 +152,6 @@ void m3idx__cpu_score_decode(struct m3idx_cpu_state *s,
 void m3idx__cpu_score_prefill(struct m3idx_cpu_state *s,
                               const struct m3idx_call *c, float *scores,
                               int64_t stride);
-/* The causal keys of block b for a row at position pos (b <= pos / 128). */
-static inline int32_t m3idx__cpu_keys_seen(int32_t pos, int32_t b) {
-  int32_t k = pos - b * M3IDX_BLOCK_SIZE + 1;
-  return k > M3IDX_BLOCK_SIZE ? M3IDX_BLOCK_SIZE : k;
-}
-
 /* Verification's bound terms of the call's listed blocks (bound.c). */
 void m3idx__cpu_block_bounds(struct m3idx_cpu_state *s, const struct m3idx_call *c);
 

@@ -121,7 +121,7 @@ static int64_t decode_entry(const struct m3idx_cpu_state *s,
       if (b * M3IDX_BLOCK_SIZE > pos)
         continue;
       for (int32_t h = 0; h < H; h++)
-        add_row(&rb, s, (int64_t)row * H + h, m3idx__cpu_keys_seen(pos, b),
+        add_row(&rb, s, (int64_t)row * H + h, m3idx__keys_seen(pos, b),
                 scores + ((int64_t)h * c->num_rows + row) * stride + b);
     }
     flush(&rb);
@@ -160,7 +160,7 @@ static void prefill_item(const struct m3idx_cpu_state *s,
   for (int32_t i = i0 > 0 ? i0 : 0; i < rows; i++) {
     int32_t row = row0 + i, pos = ctx_len + i;
     for (int32_t h = 0; h < H; h++)
-      add_row(&rb, s, (int64_t)row * H + h, m3idx__cpu_keys_seen(pos, b),
+      add_row(&rb, s, (int64_t)row * H + h, m3idx__keys_seen(pos, b),
               scores + ((int64_t)h * c->num_rows + row) * stride + b);
   }
   flush(&rb);

@@ -540,6 +540,13 @@ M3IDX_RULE int32_t m3idx__blocks_of(int64_t tokens) {
   return (int32_t)((tokens + M3IDX_BLOCK_SIZE - 1) / M3IDX_BLOCK_SIZE);
 }
 
+/* Keys of block b that a row at position pos sees: those at b * 128 .. pos,
+ * at most 128, and none where the block starts past pos. */
+M3IDX_RULE int32_t m3idx__keys_seen(int32_t pos, int32_t b) {
+  const int32_t k = pos - b * M3IDX_BLOCK_SIZE + 1;
+  return k <= 0 ? 0 : k > M3IDX_BLOCK_SIZE ? M3IDX_BLOCK_SIZE : k;
+}
+
 /* ---- section 6: clamp and sentinels ------------------------------------ */
 
 /* On the bits: positive floats order like their bits; NaN (with its

@@ -101,8 +101,7 @@ static void ask(struct verify *v, int64_t hr, int32_t b, int floor_only) {
   int32_t *it = v->items + 3 * v->n_items;
   it[0] = row * v->c->num_heads + h;
   it[1] = v->c->block_table[(int64_t)v->req[row] * v->c->bt_stride + b];
-  const int32_t keys = v->pos[row] - b * M3IDX_BLOCK_SIZE + 1;
-  it[2] = (keys < M3IDX_BLOCK_SIZE ? keys : M3IDX_BLOCK_SIZE) * (floor_only ? -1 : 1);
+  it[2] = m3idx__keys_seen(v->pos[row], b) * (floor_only ? -1 : 1);
   v->item_at[v->n_items++] = at;
   v->known[at] = floor_only ? FLOOR_ASKED : TERMS_ASKED;
 }
