@@ -36,6 +36,13 @@ M3IDX_DEV void store_score(const gpu_call &c, int head, int row, int b, float be
   ((uint32_t *)c.scores)[((long long)head * c.num_rows + row) * c.score_stride + b] = u;
 }
 
+/* A decode request's length is valid: it holds the query rows and fits
+ * max_seq_len.  The host checks the same, but a captured graph replays
+ * with seq_lens it never saw. */
+M3IDX_DEV bool decode_len_ok(const gpu_call &c, int len) {
+  return len >= c.query_len && len <= c.max_seq_len;
+}
+
 /* Position of a row; -1 (and a bit in *err) when its request's lengths
  * are invalid.  *req receives the request. */
 M3IDX_DEV int row_position(const gpu_call &c, int row, int *req) {
@@ -43,7 +50,7 @@ M3IDX_DEV int row_position(const gpu_call &c, int row, int *req) {
     int r = row / c.query_len;
     int s = c.seq_lens[r];
     *req = r;
-    if (s < c.query_len || s > c.max_seq_len) {
+    if (!decode_len_ok(c, s)) {
       atomicOr(c.err, M3IDX_GPU_BAD_SEQ_LENS);
       return -1;
     }
@@ -97,7 +104,7 @@ M3IDX_DEV int map_entry(const gpu_call &c, const int32_t *map, int e, int *r, in
     return -1;
   }
   const int len = c.seq_lens[req];
-  if (len < c.query_len || len > c.max_seq_len) {
+  if (!decode_len_ok(c, len)) {
     if (threadIdx.x == 0)
       atomicOr(c.err, M3IDX_GPU_BAD_SEQ_LENS);
     return -1;

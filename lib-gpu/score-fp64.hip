@@ -79,7 +79,7 @@ __global__ void FP64_BOUNDS score_decode_fp64(gpu_call c, const int32_t *map, in
         load_query<P>(c, wq, pair);
         loaded = pair;
       }
-      score_pair<P>(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+      score_pair<P>(c, sm, wq, page, m3idx__keys_seen(pos, b), head, row, b);
     }
   }
 }
@@ -108,7 +108,7 @@ template <int P> __global__ void FP64_BOUNDS score_prefill_fp64(gpu_call c, int 
       for (int b = b0; b < b1 && b * 128 <= pos; b++) {
         const uint8_t *page = page_of(c, r, b);
         if (page != nullptr)
-          score_pair<P>(c, sm, wq, page, min(128, pos - b * 128 + 1), head, row, b);
+          score_pair<P>(c, sm, wq, page, m3idx__keys_seen(pos, b), head, row, b);
       }
       M3IDX_SYNCWARP();
     }

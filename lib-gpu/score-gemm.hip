@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
 #pragma unroll
         for (int k = 0; k < 2; k++) {
           const gemm_pair &at = sm.at[rows_at[k]];
-          nkeys[k] = at.req == r && at.pos >= b * 128 ? min(128, at.pos - b * 128 + 1) : 0;
+          nkeys[k] = at.req == r ? m3idx__keys_seen(at.pos, b) : 0;
           row[k] = at.row, head[k] = at.head;
         }
         const auto from_tile = [&](int ch, uint32_t(&bw)[4][2]) {
@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, GEMM_CTAS_PER_SM)
         int nkeys[2];
 #pragma unroll
         for (int k2 = 0; k2 < 2; k2++)
-          nkeys[k2] = pos[k2] >= b * 128 ? min(128, pos[k2] - b * 128 + 1) : 0;
+          nkeys[k2] = m3idx__keys_seen(pos[k2], b);
         const code_tables tab = code_tables_now();
         const auto from_page = [&](int ch, uint32_t(&bw)[4][2]) {
           const uint8_t *key = page + 64 * (8 * ch + gid) + 4 * tig;

@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(GEMM_THREADS)
         int nkeys[4];
 #pragma unroll
         for (int i = 0; i < 4; i++)
-          nkeys[i] = pos[i] >= b * 128 ? min(128, pos[i] - b * 128 + 1) : 0;
+          nkeys[i] = m3idx__keys_seen(pos[i], b);
         mfma_wave_page<P>(c, sm, page, b, lo, hi, nkeys, row, head);
       }
     }
@@ -321,8 +321,7 @@ __global__ void __launch_bounds__(GEMM_THREADS) score_prefill_mfma(gpu_call c, i
 #pragma unroll
         for (int i = 0; i < 4; i++) {
           const int k = 4 * slot + i;
-          nkeys[i] = at_req[k] == r && at_pos[k] >= b * 128 ? min(128, at_pos[k] - b * 128 + 1)
-                                                             : 0;
+          nkeys[i] = at_req[k] == r ? m3idx__keys_seen(at_pos[k], b) : 0;
         }
         mfma_wave_page<P>(c, sm, page, b, lo, hi, nkeys, row, head);
       }

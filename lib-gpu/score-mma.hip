@@ -66,13 +66,13 @@ M3IDX_DEV lane_pair pair_of_lane(const gpu_call &c, const mma_smem &sm, int r, i
     lp.mine = q0 + tig < np && sees(sm, q0 + tig, r, b) ? q0 + tig : -1;
     const pair_at &at = sm.at[lp.mine >= 0 ? lp.mine : 0];
     lp.row = at.row, lp.head = at.head;
-    lp.nkeys = lp.mine >= 0 ? min(128, at.pos - b * 128 + 1) : 0;
+    lp.nkeys = lp.mine >= 0 ? m3idx__keys_seen(at.pos, b) : 0;
   } else {
     const int H = c.num_heads, qlen = c.query_len;
     lp.mine = q0 + tig < np ? q0 + tig : -1;
     const int p = p0 + (lp.mine >= 0 ? lp.mine : 0), j = p / H;
     lp.row = r * qlen + j, lp.head = p % H;
-    lp.nkeys = lp.mine >= 0 ? min(128, s - qlen + j - b * 128 + 1) : 0;
+    lp.nkeys = lp.mine >= 0 ? m3idx__keys_seen(s - qlen + j, b) : 0;
   }
   return lp;
 }

@@ -55,7 +55,7 @@ M3IDX_DEV bool next_item(const gpu_call &c, const int32_t *map, int capacity, st
       const int pos = w.s - 1;
       if (page == nullptr || b * 128 > pos)
         continue;
-      out = staged_item{page, w.r, b, min(128, pos - b * 128 + 1)};
+      out = staged_item{page, w.r, b, m3idx__keys_seen(pos, b)};
       return true;
     }
     if (w.e >= capacity)

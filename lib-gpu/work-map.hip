@@ -25,7 +25,7 @@ work_map_kernel(gpu_call c, int32_t *map, int capacity, int chunk) {
   long long count = 0;
   for (int r = r0; r < r1; r++) {
     int s = c.seq_lens[r];
-    if (s < c.query_len || s > c.max_seq_len)
+    if (!decode_len_ok(c, s))
       atomicOr(&bad, (int)M3IDX_GPU_BAD_SEQ_LENS);
     else
       count += m3idx__work_entries_of(m3idx__blocks_of(s), chunk);
