@@ -3,7 +3,8 @@
  * (memcmp on every top-k slot and every causal score, guard bytes around
  * every output): every call pattern of patterns.c with host pointers,
  * then device pointers, a captured graph replayed with changing seq_lens,
- * and bad input in device memory reported by m3idx_synchronize.
+ * the top-k kernel on rows of every length class, and bad input in device
+ * memory reported by m3idx_synchronize.
  * Exits 77 (skip) with the reason when no usable GPU is present.
  *
  * SPDX-License-Identifier: MIT
@@ -432,6 +433,90 @@ START_TEST(graph_replay) {
 }
 END_TEST
 
+/* ---- the top-k kernel's row lengths ------------------------------------- */
+
+/* Rows of lengths around the top-k kernel's strides: shorter than a
+ * warp, not a multiple of its 512 threads, 4K and 8K blocks (multiples),
+ * one less, one more and longer; at a stride that keeps every row
+ * 16-byte aligned (_i 0) and at one that does not (_i 1).
+ * Scores with ties, NaN, infinities and values the clamp changes, and
+ * two rows of one value (the radix select).  The top-k, pinning, and the
+ * top-k of the pinned scores on the GPU against the CPU, byte for byte. */
+START_TEST(topk_row_lengths) {
+  static const int32_t blocks[] = {1, 3, 17, 1021, 4096, 8191, 8192, 8193, 20000};
+  enum { R = sizeof blocks / sizeof blocks[0], H = 2 };
+  int32_t lens[R], maxlen = 0;
+  for (int r = 0; r < R; r++) {
+    lens[r] = blocks[r] * 128 - 5 * (r % 3); /* still blocks[r] blocks */
+    maxlen = lens[r] > maxlen ? lens[r] : maxlen;
+  }
+  const m3idx_batch b = {.mode = M3IDX_MODE_DECODE, .num_reqs = R, .num_heads = H,
+                         .num_rows = R, .max_seq_len = maxlen, .seq_lens = lens,
+                         .query_len = 1};
+  const int64_t stride = (maxlen + 127) / 128 + _i; /* 20000 (aligned rows) or 20001 */
+  const size_t n = (size_t)H * R * (size_t)stride, ids = (size_t)H * R * M3IDX_TOPK;
+  float *base = malloc(n * sizeof(float)), *sc = malloc(n * sizeof(float)),
+        *sg = malloc(n * sizeof(float));
+  int32_t *ic = malloc(ids * 4), *ig = malloc(ids * 4);
+  uint64_t x = 0x2545f4914f6cdd1dull;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const unsigned k = (unsigned)(x % 1000u);
+    base[i] = k == 0 ? NAN : k == 1 ? INFINITY : k == 2 ? -INFINITY : k == 3 ? 3e30f
+            : (float)(x % 4001u) / 8.0f - 250.0f;
+  }
+  for (int r = 6; r < R; r += 2) /* head 1 of 8192 and 20000 blocks: one value */
+    for (int64_t j = 0; j < stride; j++)
+      base[(size_t)(R + r) * (size_t)stride + (size_t)j] = 7.0f;
+  m3idx_options o;
+  m3idx_options_init(&o);
+  o.max_reqs = R, o.max_model_len = maxlen, o.max_rows = R, o.max_heads = H;
+  m3idx_context *c = NULL, *g = NULL;
+  o.backend = M3IDX_BACKEND_CPU;
+  ck_assert_msg(m3idx_context_create(&o, &c) == M3IDX_OK, "%s", m3idx_last_error(NULL));
+  o.backend = M3IDX_BACKEND_HIP, o.flags = M3IDX_FLAG_HOST_POINTERS;
+  ck_assert_msg(m3idx_context_create(&o, &g) == M3IDX_OK, "%s", m3idx_last_error(NULL));
+  for (int pass = 0; pass < 2; pass++) {
+    const float *in_c = pass ? sc : base, *in_g = pass ? sg : base;
+    if (pass) { /* pinned: init 1, local 2 */
+      memcpy(sc, base, n * sizeof(float));
+      memcpy(sg, base, n * sizeof(float));
+      ck_assert_int_eq(m3idx_pin_forced_blocks(c, &b, 1, 2, sc, stride), M3IDX_OK);
+      ck_assert_msg(m3idx_pin_forced_blocks(g, &b, 1, 2, sg, stride) == M3IDX_OK, "%s",
+                    m3idx_last_error(g));
+      for (int hr = 0; hr < H * R; hr++)
+        ck_assert_msg(!memcmp(sc + (size_t)hr * (size_t)stride, sg + (size_t)hr * (size_t)stride,
+                              sizeof(float) * (size_t)blocks[hr % R]),
+                      "pinned scores of head %d, row %d (%d blocks) differ", hr / R, hr % R,
+                      (int)blocks[hr % R]);
+    }
+    ck_assert_int_eq(m3idx_topk_from_scores(c, &b, in_c, stride, ic), M3IDX_OK);
+    memset(ig, 0x5a, ids * 4);
+    ck_assert_msg(m3idx_topk_from_scores(g, &b, in_g, stride, ig) == M3IDX_OK, "%s",
+                  m3idx_last_error(g));
+    for (int hr = 0; hr < H * R; hr++) {
+      const int32_t *want = ic + hr * M3IDX_TOPK, *got = ig + hr * M3IDX_TOPK;
+      int k = 0;
+      while (k < M3IDX_TOPK && want[k] == got[k])
+        k++;
+      ck_assert_msg(k == M3IDX_TOPK,
+                    "%s top-k of head %d, row %d (%d blocks, stride %d): slot %d is %d, the "
+                    "CPU's %d", pass ? "pinned" : "raw", hr / R, hr % R, (int)blocks[hr % R],
+                    (int)stride, k, got[k < M3IDX_TOPK ? k : 0], want[k < M3IDX_TOPK ? k : 0]);
+    }
+  }
+  m3idx_context_destroy(c);
+  m3idx_context_destroy(g);
+  free(base);
+  free(sc);
+  free(sg);
+  free(ic);
+  free(ig);
+}
+END_TEST
+
 /* ---- bad input in device memory ----------------------------------------- */
 
 START_TEST(device_bad_input) {
@@ -685,6 +770,10 @@ int main(void) {
   tcase_add_test(t, hip_path_variable);
   tcase_add_loop_test(t, every_kernel_by_name, 0, 8);
   suite_add_tcase(s, t);
+  TCase *k = tcase_create("top-k"); /* CK_RUN_CASE=top-k runs it alone */
+  tcase_set_timeout(k, 600);
+  tcase_add_loop_test(k, topk_row_lengths, 0, 2);
+  suite_add_tcase(s, k);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK); /* HIP breaks in a forked child */
   srunner_run_all(sr, CK_NORMAL);
