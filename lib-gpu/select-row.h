@@ -4,10 +4,12 @@
  * SELECT_THREADS threads, on rank keys that order (score, then block id)
  * totally, no two blocks sharing one, so the result does not depend on
  * how the work is split:
- *  1. the 16 groups of 32 threads each take the largest key they read;
- *     the smallest of those 16 maxima is at most the 16th largest key;
- *  2. the keys at or above it (few, unless many scores tie) are gathered
- *     in shared memory and each finds its rank among them;
+ *  1. the 16 groups of 32 threads each take the largest score half of
+ *     the keys they read (m3idx__rank_score, 32 bits); the smallest of
+ *     those 16 maxima is at most the 16th largest key's;
+ *  2. the keys whose score half is at or above it (few, unless many
+ *     scores tie) are gathered in shared memory and each finds its rank
+ *     among them;
  *  3. when too many are gathered, a radix select, eight bits at a time
  *     from the top with a shared histogram, finds the 16th largest key
  *     among them first.
@@ -30,7 +32,7 @@
 struct select_smem {
   unsigned hist[RADIX_BINS];
   unsigned part[32];             /* sums of 8 bins each */
-  unsigned long long gmax[SELECT_THREADS / 32];
+  unsigned gmax[SELECT_THREADS / 32];
   unsigned long long keys[GATHER_MAX];
   int n, digit, count;
   unsigned above;
@@ -94,18 +96,21 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
     return;
   /* After the writes above, pinning again is a no-op: every pass may
      apply it to what it reads. */
-#define KEY_OF(b) m3idx__rank_key(pin ? m3idx__pinned(in[b], b, n, c.init_blocks, c.local_blocks) : in[b], b)
+#define HALF_OF(b) m3idx__rank_score(pin ? m3idx__pinned(in[b], b, n, c.init_blocks, c.local_blocks) : in[b])
+#define KEY_OF(b) m3idx__rank_key_join(HALF_OF(b), b)
   const int need = n < M3IDX_TOPK ? n : M3IDX_TOPK;
-  /* 1. A floor: the least of 16 maxima of disjoint sets of keys (a set
-     with no key gives 0, and then every key passes). */
-  unsigned long long m = 0;
+  /* 1. A floor: the least of 16 maxima of the score halves of disjoint
+     sets of keys (a set with no key gives 0, and then every key passes).
+     Only the passes' 32-bit halves are compared: the full keys are made
+     for the few gathered. */
+  unsigned m = 0;
 #pragma unroll 8
   for (int b = t; b < n; b += SELECT_THREADS) {
-    unsigned long long key = KEY_OF(b);
-    m = key > m ? key : m;
+    const unsigned half = HALF_OF(b);
+    m = half > m ? half : m;
   }
   for (int x = 1; x < 32; x <<= 1) {
-    unsigned long long o = M3IDX_SHFL_XOR(m, x);
+    const unsigned o = M3IDX_SHFL_XOR(m, x);
     m = o > m ? o : m;
   }
   if ((t & 31) == 0)
@@ -113,17 +118,18 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
   if (t == 0)
     sm.count = 0;
   __syncthreads();
-  unsigned long long floor_key = sm.gmax[0];
+  unsigned floor_half = sm.gmax[0];
   for (int i = 1; i < SELECT_THREADS / 32; i++)
-    floor_key = sm.gmax[i] < floor_key ? sm.gmax[i] : floor_key;
-  /* 2. Gather the keys at or above the floor (the top `need' among them). */
+    floor_half = sm.gmax[i] < floor_half ? sm.gmax[i] : floor_half;
+  /* 2. Gather the keys whose half is at or above the floor (the top
+     `need' among them). */
 #pragma unroll 8
   for (int b = t; b < n; b += SELECT_THREADS) {
-    unsigned long long key = KEY_OF(b);
-    if (key >= floor_key) {
+    const unsigned half = HALF_OF(b);
+    if (half >= floor_half) {
       int slot = atomicAdd(&sm.count, 1);
       if (slot < GATHER_MAX)
-        sm.keys[slot] = key;
+        sm.keys[slot] = m3idx__rank_key_join(half, b);
     }
   }
   __syncthreads();
@@ -142,7 +148,8 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
       out[t] = -1;
     return;
   }
-  /* 3. Radix select of the need-th largest key over the keys above the floor. */
+  /* 3. Radix select of the need-th largest key over the keys whose half is
+     at or above the floor. */
   unsigned long long prefix = 0, mask = 0;
   unsigned want = (unsigned)need;
   for (int shift = 64 - RADIX_BITS;; shift -= RADIX_BITS) {
@@ -152,7 +159,7 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
     __syncthreads();
     for (int b = t; b < n; b += SELECT_THREADS) {
       unsigned long long key = KEY_OF(b);
-      if (key >= floor_key && (key & mask) == prefix)
+      if ((unsigned)(key >> 32) >= floor_half && (key & mask) == prefix)
         atomicAdd(&sm.hist[(unsigned)(key >> shift) & (RADIX_BINS - 1)], 1u);
     }
     __syncthreads();
@@ -178,6 +185,7 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
     }
   }
 #undef KEY_OF
+#undef HALF_OF
   __syncthreads();
   if (t < need) {
     unsigned long long k = sm.keys[t];

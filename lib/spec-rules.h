@@ -573,18 +573,26 @@ M3IDX_RULE float m3idx__pinned(float s, int32_t b, int32_t n, int32_t init_block
 
 /* ---- section 7: the top-k order ---------------------------------------- */
 
-/* A key whose unsigned order is the top-k order: score descending (-0 as
- * +0, NaN below every number), then block id ascending. */
+/* The score half of a rank key: its unsigned order is the scores' order
+ * (-0 as +0, NaN below every number, 0). */
+M3IDX_RULE uint32_t m3idx__rank_score(float score) {
+  uint32_t u = m3idx__float_to_bits(score);
+  if (score != score)
+    return 0u;
+  if (score == 0.0f)
+    u = 0u;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* The rank key of block `id' whose score half is `half'. */
+M3IDX_RULE uint64_t m3idx__rank_key_join(uint32_t half, int32_t id) {
+  return ((uint64_t)half << 32) | (uint32_t)(0xffffffffu - (uint32_t)id);
+}
+
+/* A key whose unsigned order is the top-k order: score descending, then
+ * block id ascending. */
 M3IDX_RULE uint64_t m3idx__rank_key(float score, int32_t id) {
-  uint32_t u = m3idx__float_to_bits(score), k;
-  if (score != score) {
-    k = 0u;
-  } else {
-    if (score == 0.0f)
-      u = 0u;
-    k = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  }
-  return ((uint64_t)k << 32) | (uint32_t)(0xffffffffu - (uint32_t)id);
+  return m3idx__rank_key_join(m3idx__rank_score(score), id);
 }
 
 /* The block id of a rank key. */
