@@ -4,9 +4,10 @@
  * SELECT_THREADS threads, on rank keys that order (score, then block id)
  * totally, no two blocks sharing one, so the result does not depend on
  * how the work is split:
- *  1. the 16 groups of 32 threads each take the largest score half of
- *     the keys they read (m3idx__rank_score, 32 bits); the smallest of
- *     those 16 maxima is at most the 16th largest key's;
+ *  1. the blocks fall into 32 groups by block id mod 32, and each group
+ *     takes the largest score half of its keys (m3idx__rank_score, 32
+ *     bits); the 16th largest of those 32 maxima is at most the 16th
+ *     largest key's (16 groups, 16 distinct blocks, reach it);
  *  2. the keys whose score half is at or above it (few, unless many
  *     scores tie) are gathered in shared memory and each finds its rank
  *     among them;
@@ -32,7 +33,7 @@
 struct select_smem {
   unsigned hist[RADIX_BINS];
   unsigned part[32];             /* sums of 8 bins each */
-  unsigned gmax[SELECT_THREADS / 32];
+  unsigned gmax[SELECT_THREADS / 32][32]; /* [warp][lane]: a group's share */
   unsigned long long keys[GATHER_MAX];
   int n, digit, count;
   unsigned above;
@@ -99,28 +100,35 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
 #define HALF_OF(b) m3idx__rank_score(pin ? m3idx__pinned(in[b], b, n, c.init_blocks, c.local_blocks) : in[b])
 #define KEY_OF(b) m3idx__rank_key_join(HALF_OF(b), b)
   const int need = n < M3IDX_TOPK ? n : M3IDX_TOPK;
-  /* 1. A floor: the least of 16 maxima of the score halves of disjoint
-     sets of keys (a set with no key gives 0, and then every key passes).
-     Only the passes' 32-bit halves are compared: the full keys are made
-     for the few gathered. */
+  /* 1. A floor: the need-th largest of the 32 groups' maxima of score
+     halves (a group with no key gives 0; a floor of 0 lets every key
+     pass).  Thread t reads blocks t mod 32 = its lane's group, so short
+     rows still fill every group.  Only the passes' 32-bit halves are
+     compared: the full keys are made for the few gathered. */
   unsigned m = 0;
 #pragma unroll 8
   for (int b = t; b < n; b += SELECT_THREADS) {
     const unsigned half = HALF_OF(b);
     m = half > m ? half : m;
   }
-  for (int x = 1; x < 32; x <<= 1) {
-    const unsigned o = M3IDX_SHFL_XOR(m, x);
-    m = o > m ? o : m;
-  }
-  if ((t & 31) == 0)
-    sm.gmax[t >> 5] = m;
+  sm.gmax[t >> 5][t & 31] = m;
   if (t == 0)
     sm.count = 0;
   __syncthreads();
-  unsigned floor_half = sm.gmax[0];
-  for (int i = 1; i < SELECT_THREADS / 32; i++)
-    floor_half = sm.gmax[i] < floor_half ? sm.gmax[i] : floor_half;
+  /* Every warp finds the floor itself: lane l its group's maximum, then
+     the one with fewer than need above it and need at or above. */
+  unsigned g = 0;
+  for (int w = 0; w < SELECT_THREADS / 32; w++)
+    g = sm.gmax[w][t & 31] > g ? sm.gmax[w][t & 31] : g;
+  int above = 0, atleast = 0;
+  for (int j = 0; j < 32; j++) {
+    const unsigned o = M3IDX_SHFL32(g, j);
+    above += o > g;
+    atleast += o >= g;
+  }
+  const uint32_t hit = M3IDX_BALLOT32(above < need && need <= atleast);
+  const unsigned at = M3IDX_SHFL32(g, hit != 0u ? __ffs((int)hit) - 1 : 0);
+  const unsigned floor_half = hit != 0u ? at : 0u;
   /* 2. Gather the keys whose half is at or above the floor (the top
      `need' among them). */
 #pragma unroll 8
