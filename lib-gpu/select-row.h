@@ -14,6 +14,8 @@
  *  3. when too many are gathered, a radix select, eight bits at a time
  *     from the top with a shared histogram, finds the 16th largest key
  *     among them first.
+ * A row of at most FLOOR_MIN_BLOCKS blocks skips step 1 and gathers
+ * every key: ranking them costs less than the floor.
  * Each pass re-reads the row (small enough for the cache).  The pin/top-k
  * kernel (select.hip) and the verdict kernel (verify-rows.hip) call it.
  *
@@ -29,6 +31,7 @@
 #define RADIX_BINS (1 << RADIX_BITS)
 
 #define GATHER_MAX 1024 /* keys ranked directly in shared memory */
+#define FLOOR_MIN_BLOCKS 64 /* shorter rows gather every key: no floor */
 
 struct select_smem {
   unsigned hist[RADIX_BINS];
@@ -106,29 +109,35 @@ M3IDX_DEV void select_row(select_smem &sm, const gpu_call &c, int n, int row, in
      rows still fill every group.  Only the passes' 32-bit halves are
      compared: the full keys are made for the few gathered. */
   unsigned m = 0;
+  if (n > FLOOR_MIN_BLOCKS) {
 #pragma unroll 8
-  for (int b = t; b < n; b += SELECT_THREADS) {
-    const unsigned half = HALF_OF(b);
-    m = half > m ? half : m;
+    for (int b = t; b < n; b += SELECT_THREADS) {
+      const unsigned half = HALF_OF(b);
+      m = half > m ? half : m;
+    }
   }
   sm.gmax[t >> 5][t & 31] = m;
   if (t == 0)
     sm.count = 0;
   __syncthreads();
   /* Every warp finds the floor itself: lane l its group's maximum, then
-     the one with fewer than need above it and need at or above. */
-  unsigned g = 0;
-  for (int w = 0; w < SELECT_THREADS / 32; w++)
-    g = sm.gmax[w][t & 31] > g ? sm.gmax[w][t & 31] : g;
-  int above = 0, atleast = 0;
-  for (int j = 0; j < 32; j++) {
-    const unsigned o = M3IDX_SHFL32(g, j);
-    above += o > g;
-    atleast += o >= g;
+     the one with fewer than need above it and need at or above (n is
+     the block's, so every lane shuffles or none). */
+  unsigned floor_half = 0u;
+  if (n > FLOOR_MIN_BLOCKS) {
+    unsigned g = 0;
+    for (int w = 0; w < SELECT_THREADS / 32; w++)
+      g = sm.gmax[w][t & 31] > g ? sm.gmax[w][t & 31] : g;
+    int above = 0, atleast = 0;
+    for (int j = 0; j < 32; j++) {
+      const unsigned o = M3IDX_SHFL32(g, j);
+      above += o > g;
+      atleast += o >= g;
+    }
+    const uint32_t hit = M3IDX_BALLOT32(above < need && need <= atleast);
+    const unsigned at = M3IDX_SHFL32(g, hit != 0u ? __ffs((int)hit) - 1 : 0);
+    floor_half = hit != 0u ? at : 0u;
   }
-  const uint32_t hit = M3IDX_BALLOT32(above < need && need <= atleast);
-  const unsigned at = M3IDX_SHFL32(g, hit != 0u ? __ffs((int)hit) - 1 : 0);
-  const unsigned floor_half = hit != 0u ? at : 0u;
   /* 2. Gather the keys whose half is at or above the floor (the top
      `need' among them). */
 #pragma unroll 8
