@@ -142,6 +142,23 @@ hipError_t m3idx_gpu_decode_grid(const void *kernel, int threads, size_t smem, i
   return e;
 }
 
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+hipError_t m3idx_gpu_staged_grid(const void *kernel, int threads, size_t smem, int *grid) {
+  *grid = 0;
+  hipFuncAttributes fa;
+  const hipError_t e = hipFuncGetAttributes(&fa, kernel);
+  if (e != hipSuccess || fa.binaryVersion < 90)
+    return e;
+  if (hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+          hipSuccess ||
+      m3idx_gpu_decode_grid(kernel, threads, smem, grid) != hipSuccess) {
+    (void)hipGetLastError();
+    *grid = 0;
+  }
+  return hipSuccess;
+}
+#endif
+
 /* ---- the self-check's verdicts, per device and process ----------------- */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

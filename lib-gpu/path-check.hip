@@ -4,9 +4,9 @@
  * A target's fast kernels use instructions that nothing here can run for
  * every target (no AMD GPU is reachable where this is built), so before a
  * context uses one, a small seeded batch goes through it and through the
- * plain row of the pick table (decode with several pairs and with one
- * pair a request, and prefill: each call goes to the fast row where it
- * takes the call's shape), and every score must match bit for bit
+ * plain row of the pick table (decode with 16, 4 and one pair a request,
+ * and prefill: each call goes to the fast row where it takes the call's
+ * shape), and every score must match bit for bit
  * (kernel-pick.hip keeps the verdicts).
  *
  * SPDX-License-Identifier: MIT
@@ -81,13 +81,15 @@ struct check_batch {
   int32_t bt[REQS * WIDTH];
 };
 
-enum { CALLS = 3 };
-static const char *const call_name[CALLS] = {"decode", "prefill", "one-pair decode"};
+enum { CALLS = 4 };
+static const char *const call_name[CALLS] = {"decode", "prefill", "one-pair decode",
+                                             "four-pair decode"};
 
 /* Call i of the check on batch b (NULL: its geometry alone), scores into
  * scores, a work map into map for decode: decode with QLEN rows and HEADS
  * heads a request, scale 0.625; prefill, scale -0.375 (the filter then
- * looks for the smallest D); decode with one pair a request, scale 1.5. */
+ * looks for the smallest D); decode with one pair a request, scale 1.5;
+ * decode with one row and HEADS heads a request, scale -1.25. */
 static m3idx_call check_call(int i, const check_batch *b, float *scores, int32_t *map) {
   m3idx_call c{};
   c.stage = M3IDX_STAGE_SCORE;
@@ -115,7 +117,7 @@ static m3idx_call check_call(int i, const check_batch *b, float *scores, int32_t
   c.mode = M3IDX_MODE_DECODE;
   c.query_len = i == 0 ? QLEN : 1;
   c.num_rows = REQS * c.query_len;
-  c.scale = i == 0 ? 0.625f : 1.5f;
+  c.scale = i == 0 ? 0.625f : i == 2 ? 1.5f : -1.25f;
   c.work_map_out = map;
   c.work_map_capacity = (int32_t)m3idx__work_map_capacity_of(
       REQS, WIDTH, m3idx__work_chunk_blocks(c.query_len, c.num_heads));

@@ -9,6 +9,7 @@
  *
  * SPDX-License-Identifier: MIT
  */
+#include "bulk-copy.h"
 #include "score-parts.h"
 
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
@@ -70,45 +71,6 @@ M3IDX_DEV bool next_item(const gpu_call &c, const int32_t *map, int capacity, st
     const int item = warp + FP64_WARPS * (int)(threadIdx.x & 31);
     w.ids = item < w.count ? block_table_at(c, w.r, w.b0 + item) : -1;
   }
-}
-
-M3IDX_DEV uint32_t shared_address(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* One thread: the buffer's mbarrier expects one arrival, with bytes. */
-M3IDX_DEV void barrier_init(uint64_t *bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" : : "r"(shared_address(bar)) : "memory");
-}
-
-/* One thread: the page into dst, bar completing when its bytes are in.
- * The fence orders the warp's earlier reads of dst (the generic proxy)
- * before the copy's writes (the async proxy). */
-M3IDX_DEV void page_copy(uint8_t *dst, const uint8_t *src, uint64_t *bar) {
-  asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-               :
-               : "r"(shared_address(bar)), "r"(M3IDX_PAGE_BYTES)
-               : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1], %2, [%3];"
-               :
-               : "r"(shared_address(dst)), "l"(src), "r"(M3IDX_PAGE_BYTES),
-                 "r"(shared_address(bar))
-               : "memory");
-}
-
-/* Every lane: wait until bar's phase of the given parity has completed. */
-M3IDX_DEV void page_wait(uint64_t *bar, uint32_t parity) {
-  uint32_t done;
-  do
-    asm volatile("{ .reg .pred p;\n"
-                 "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "  selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(shared_address(bar)), "r"(parity)
-                 : "memory");
-  while (!done);
 }
 
 template <int P>
@@ -179,25 +141,12 @@ hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int ca
                                      });
 }
 
-/* *grid 0 where the kernel cannot run: a build for a target before sm_90
- * (whose kernel is empty), or a device that cannot give a block
- * sizeof(staged_smem) bytes (the refusal is cleared, not reported). */
+/* Its setup: the grid, 0 where the kernel cannot run (m3idx_gpu_staged_grid). */
 hipError_t m3idx_gpu_setup_staged(int path, int *grid) {
-  *grid = 0;
   hipError_t e = hipSuccess;
   on_path<STAGED_PATHS>(path, [&](auto p) {
-    const auto kernel = score_decode_staged<decltype(p)::value>;
-    hipFuncAttributes fa;
-    e = hipFuncGetAttributes(&fa, (const void *)kernel);
-    if (e != hipSuccess || fa.binaryVersion < 90)
-      return;
-    if (hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize,
-                            (int)sizeof(staged_smem)) != hipSuccess ||
-        m3idx_gpu_decode_grid((const void *)kernel, FP64_THREADS, sizeof(staged_smem), grid) !=
-            hipSuccess) {
-      (void)hipGetLastError();
-      *grid = 0;
-    }
+    e = m3idx_gpu_staged_grid((const void *)score_decode_staged<decltype(p)::value>, FP64_THREADS,
+                              sizeof(staged_smem), grid);
   });
   return e;
 }
