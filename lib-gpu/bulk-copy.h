@@ -1,8 +1,8 @@
 /*
  * bulk-copy.h - a page into shared memory by one bulk copy (cp.async.bulk,
- * sm_90 and later), completed on an mbarrier: what the staged kernels
- * (score-staged.hip, score-staged-mma.hip) use to have the next page on
- * its way while a warp scores the current one.
+ * sm_90 and later), completed on an mbarrier: what a staged kernel
+ * (score-staged.hip) uses to have the next page on its way while a warp
+ * scores the current one.
  *
  * SPDX-License-Identifier: MIT
  */

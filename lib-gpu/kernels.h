@@ -117,12 +117,14 @@ hipError_t m3idx_gpu_work_map(const gpu_call &c, int32_t *map, int capacity, int
  * up; fixed for the context, so that graph replays see one grid. */
 #define M3IDX_GPU_DECODE_WAVES 4
 hipError_t m3idx_gpu_decode_grid(const void *kernel, int threads, size_t smem, int *grid);
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 /* The same for a staged kernel (sm_90 and later, smem dynamic bytes past
  * the 48 KiB default): *grid 0 where it cannot run, a build for a target
  * before sm_90 (whose kernel is empty) or a device that cannot give a
  * block smem bytes (the refusal is cleared, not reported); an error only
  * where the runtime cannot describe the kernel. */
 hipError_t m3idx_gpu_staged_grid(const void *kernel, int threads, size_t smem, int *grid);
+#endif
 
 /* Verification's bound terms of count items {query row, page, keys}
  * into terms [count][2] (verify-bound.hip; lib/verify-rules.h). */

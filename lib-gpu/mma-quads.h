@@ -1,6 +1,7 @@
 /*
  * mma-quads.h - the integer filter on NVIDIA's tensor cores, a page at a
- * time for up to two quads of pairs (score-mma.hip, score-staged-mma.hip).
+ * time for up to two quads of pairs (score-mma.hip), kept apart so that a
+ * kernel whose pages are in shared memory can score them the same way.
  *
  * mma.sync m16n8k32 (u8 x s8 -> s32) multiplies the code bytes of 16 keys
  * (rows; the value in halves + 12, as code_bytes gives them) by the two

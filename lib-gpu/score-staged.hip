@@ -143,6 +143,7 @@ hipError_t m3idx_gpu_decode_staged(const gpu_call &c, const int32_t *map, int ca
 
 /* Its setup: the grid, 0 where the kernel cannot run (m3idx_gpu_staged_grid). */
 hipError_t m3idx_gpu_setup_staged(int path, int *grid) {
+  *grid = 0;
   hipError_t e = hipSuccess;
   on_path<STAGED_PATHS>(path, [&](auto p) {
     e = m3idx_gpu_staged_grid((const void *)score_decode_staged<decltype(p)::value>, FP64_THREADS,
