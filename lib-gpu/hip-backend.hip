@@ -35,6 +35,7 @@ struct hip_state {
   int32_t *d_map;       /* decode calls without a work map */
   int32_t map_capacity;
   gpu_kernels kernels;  /* the scoring kernels it runs (kernel-pick.hip) */
+  bool after_prior;     /* the select kernel launches after_prior (launch-after.h) */
   void *stage;          /* host-pointer mode: device copies of the buffers */
   size_t stage_bytes;
   void *verify;         /* verification's device buffers (grown, kept) */
@@ -191,6 +192,10 @@ static m3idx_status hip_create(const struct m3idx_backend_config *cfg, void **st
   s->stream = (hipStream_t)cfg->stream;
   s->host_pointers = (cfg->flags & M3IDX_FLAG_HOST_POINTERS) != 0;
   s->max_width = m3idx__blocks_of(cfg->max_model_len);
+#if defined(M3IDX_HIP_PLATFORM_NVIDIA)
+  /* Programmatic dependent launch: sm_90 and later. */
+  s->after_prior = strncmp(arch, "sm_", 3) == 0 && atoi(arch + 3) >= 90;
+#endif
   int rc = m3idx_gpu_pick_kernels(cfg->device, arch, &s->kernels, err->msg, sizeof err->msg);
   if (rc != M3IDX_OK) {
     hip_destroy(s);
@@ -230,6 +235,7 @@ static m3idx_status launch(hip_state *s, const struct m3idx_call *c, struct m3id
   hipStream_t st = s->stream;
   int32_t chunk = m3idx__work_chunk_blocks(c->query_len > 0 ? c->query_len : 1, c->num_heads);
   gpu_call g = gpu_call_of(c, s->d_err);
+  g.after_prior = s->after_prior;
   /* Each launch reports hipGetLastError: clear what was left before it, so
      an earlier failure (the caller's, say) is not taken for the launch's. */
   (void)hipGetLastError();

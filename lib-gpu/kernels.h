@@ -54,6 +54,8 @@ struct gpu_call : m3idx_call {
   unsigned *err;     /* the device error word */
   int grid;          /* the most blocks a decode scoring launch takes (its row's setup) */
   int path;          /* M3IDX_GPU_PATH_*, for the scoring kernel of the row picked */
+  bool after_prior;  /* the select kernel may start before the kernel before it ends
+                        (launch-after.h) */
 };
 
 /* The checked call as the kernels get it, with the context's error word. */
