@@ -12,32 +12,14 @@
 
 #define GEMM_WARPS 4
 #define GEMM_THREADS (32 * GEMM_WARPS)
-#define MAGIC_BITS 0x4b400000 /* 1.5 * 2^23: a group's sum S reads as 1.5 * 2^23 + S */
-#define MAGIC_F 12582912.0f
 
-/* The factors of a key of scale word sc: F_g = 2^(e_g - emax) (2^-126
- * below fp32's normals) times sign(scale), 0 for a NaN scale; A's start
- * -C - e_k = -1.5 * 2^23 * sum F_g - e_k, so that A lands at the low end
- * L_k of the key's interval (-inf for a NaN scale: its logit is NaN,
- * ignored); and the interval's width 2 e_k (lib/filter-cut.h). */
+/* A key's factors, A's start and its interval's width
+ * (m3idx__gemm_key_factors, lib/filter-cut.h), as the kernels hold them. */
 M3IDX_DEV void key_factors(uint32_t sc, int emax, float sign, float4 &factor, float &start,
                            float &width) {
-  const bool nan = m3idx__nan_scale_bytes(sc) != 0u;
   float f[4];
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    const int e = (int)((sc >> (8 * g)) & 255u) + (127 - emax);
-    f[g] = nan ? 0.0f : sign * bits_f((uint32_t)max(e, 1) << 23);
-  }
-  float cm = MAGIC_F * f[0];
-#pragma unroll
-  for (int g = 1; g < 4; g++)
-    cm = fmaf(MAGIC_F, f[g], cm);
-  const float e_k =
-      m3idx__gemm_key_error((fabsf(f[0]) + fabsf(f[1])) + (fabsf(f[2]) + fabsf(f[3])));
+  m3idx__gemm_key_factors(sc, emax, sign, f, &start, &width);
   factor = float4{f[0], f[1], f[2], f[3]};
-  start = nan ? -INFINITY : -cm - e_k;
-  width = 2.0f * e_k;
 }
 
 #define LOWEST_FLOAT (-0x1.fffffep+127f)

@@ -102,7 +102,7 @@ M3IDX_DEV void pair_digits(const warp_query *wq16, uint32_t (&lo)[4][4], uint32_
       }
       sum += M3IDX_SHFL_XOR(sum, 1);
       sum += M3IDX_SHFL_XOR(sum, 2);
-      seed[g][r] = MAGIC_BITS - M3IDX_CUT_CODE_BIAS * sum;
+      seed[g][r] = M3IDX_GEMM_MAGIC_BITS - M3IDX_CUT_CODE_BIAS * sum;
     }
   }
 }

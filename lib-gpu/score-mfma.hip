@@ -135,7 +135,7 @@ M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, 
       uint32_t bw[2];
       code_halves<P>(*(const uint32_t *)(key + 16 * g), bw);
       const mfma_i32x4 h = mfma_group(hi[g], bw, mfma_i32x4{0, 0, 0, 0});
-      const mfma_i32x4 s = h * 256 + MAGIC_BITS;
+      const mfma_i32x4 s = h * 256 + M3IDX_GEMM_MAGIC_BITS;
       const mfma_i32x4 d = mfma_group(lo[g], bw, s);
 #pragma unroll
       for (int i = 0; i < 4; i++)

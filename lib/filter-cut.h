@@ -64,6 +64,9 @@
  * nearest, monotonic) keeps that against the float max_j L_j, so that
  * test needs no margin.  On the bench's pages, whose scale bytes spread
  * over 15 values, sum F_g is 0.5 on average against the 4 of the worst key.
+ * tests/check-filter-bound.c checks that interval on the CPU against exact
+ * sums, on random keys and on a row and key that push the cut's error
+ * to 1512 of the 1560 a key of four factors 1 is allowed.
  *
  * A page of several rows is filtered on one plane first (the CPU's vnni
  * kernel): P = q * 2^(6 - Hq) * 127/128 rounded to nearest (|P| <= 127,
@@ -106,6 +109,34 @@ M3IDX_RULE float m3idx__gemm_key_error(float sum_f) { return 384.0f * sum_f + 24
  * filter's (whose group sums must stay below 2^22). */
 #define M3IDX_CUT_BITS 13
 #define M3IDX_GEMM_CUT_BITS 12
+
+/* The tensor-core filter's magic: a group's sum S (|S| < 2^22) added to
+ * the bits of 1.5 * 2^23 reads as the float 1.5 * 2^23 + S. */
+#define M3IDX_GEMM_MAGIC_BITS 0x4b400000
+#define M3IDX_GEMM_MAGIC 12582912.0f
+
+/* The tensor-core filter's factors of a key of scale word sc on a page of
+ * emax: f[g] = F_g = 2^(e_g - emax) (2^-126 below fp32's normals) times
+ * sign (+-1: sign(scale)), 0 for a NaN scale; start = -C - e_k, C = 1.5 *
+ * 2^23 * sum F_g by fused multiply-adds, so that A = start + sum_g T_g F_g
+ * (a fused multiply-add a group, in group order) is the low end L_k of
+ * the key's interval (-inf for a NaN scale: its logit is NaN, ignored);
+ * width = 2 e_k, the interval's width. */
+M3IDX_RULE void m3idx__gemm_key_factors(uint32_t sc, int32_t emax, float sign, float f[4],
+                                        float *start, float *width) {
+  const int nan = m3idx__nan_scale_bytes(sc) != 0u;
+  for (int g = 0; g < 4; g++) {
+    const int32_t e = (int32_t)((sc >> (8 * g)) & 255u) + (127 - emax);
+    f[g] = nan ? 0.0f : sign * m3idx__bits_to_float((uint32_t)(e > 1 ? e : 1) << 23);
+  }
+  float cm = M3IDX_GEMM_MAGIC * f[0];
+  for (int g = 1; g < 4; g++)
+    cm = fmaf(M3IDX_GEMM_MAGIC, f[g], cm);
+  const float e_k =
+      m3idx__gemm_key_error((fabsf(f[0]) + fabsf(f[1])) + (fabsf(f[2]) + fabsf(f[3])));
+  *start = nan ? -INFINITY : -cm - e_k;
+  *width = 2.0f * e_k;
+}
 
 /* z = q * 2^(bits - hq) of element q (finite) of a row of exponent hq,
  * negated if asked: exact in fp64. */
