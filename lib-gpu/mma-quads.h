@@ -6,18 +6,21 @@
  * mma.sync m16n8k32 (u8 x s8 -> s32) multiplies the code bytes of 16 keys
  * (rows; the value in halves + 12, as code_bytes gives them) by the two
  * digit planes of four pairs (8 columns: lo and hi of each), one group of
- * 32 elements at a time.  Every product and sum is an exact integer, and
- * A is then formed as lane_filter_int forms it (same group order, same
- * operations), so it is the same float and the same keys pass.  Those keys
- * are summed in fp64 (or exactly) by the warp, as score_pair does.  The
- * page may be in global or shared memory.
+ * 32 elements at a time.  The queries are cut as the tensor-core filter
+ * cuts them (lib/filter-cut.h, M3IDX_GEMM_CUT_BITS), and the low plane's
+ * sum starts at the bits of 1.5 * 2^23 less the codes' bias, so that
+ * 256 hi + lo reads as the float 1.5 * 2^23 + S_g: A of a key is its
+ * start plus one fused multiply-add a group (key_factors, gemm-parts.h),
+ * and the keys whose interval reaches the pair's largest A are summed in
+ * fp64 (or exactly), a quad of lanes a key as the gemm row sums them.
+ * The page may be in global or shared memory.
  *
  * SPDX-License-Identifier: MIT
  */
 #ifndef M3IDX_GPU_MMA_QUADS_H
 #define M3IDX_GPU_MMA_QUADS_H
 
-#include "score-parts.h"
+#include "gemm-parts.h"
 
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
 
@@ -29,27 +32,63 @@ struct pair_at {
   int row, head, pos, req;
 };
 
+/* key_factors of a page's keys, laid out as the MMA's lanes read them:
+ * f[t][g][gid] holds F_g of keys 16 t + gid and 16 t + gid + 8, which the
+ * four lanes of gid read at once; start and width the same keys'. */
+struct page_factors {
+  float2 f[8][4][8];
+  float2 start[8][8];
+  float2 width[8][8];
+};
+
 struct mma_smem {
   double e2m1[16];
   warp_query wq[MMA_PAIRS];
   pair_at at[MMA_PAIRS];
+  page_factors pf[FP64_WARPS]; /* one a warp */
 };
+
+/* The warp's table of the page's factors: each lane reads the scale
+ * words of keys lane + 32 i, which give the page's emax, and forms those
+ * keys' factors once for every pair. */
+M3IDX_DEV void fill_page_factors(page_factors &pf, const uint8_t *page, float sign) {
+  const int lane = threadIdx.x & 31, gid = lane & 7, h = (lane >> 3) & 1;
+  uint32_t sc[4];
+  lane_page_scales(page, sc);
+  const int emax = page_emax_of<M3IDX_GPU_PATH_PLAIN>(sc);
+  M3IDX_SYNCWARP(); /* the table's last readers are done */
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int t = (lane >> 4) + 2 * i;
+    float4 f;
+    float start, width;
+    key_factors(sc[i], emax, sign, f, start, width);
+    const float fg[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+      ((float *)&pf.f[t][g][gid])[h] = fg[g];
+    ((float *)&pf.start[t][gid])[h] = start;
+    ((float *)&pf.width[t][gid])[h] = width;
+  }
+  M3IDX_SYNCWARP();
+}
 
 /* Pair i of the buffer sees block b of request r. */
 M3IDX_DEV bool sees(const mma_smem &sm, int i, int r, int b) {
   return sm.at[i].pos >= b * 128 && sm.at[i].req == r;
 }
 
-/* D = A B for one group: a0/a2 are key gid's code bytes of elements
+/* D = A B + C for one group: a0/a2 are key gid's code bytes of elements
  * 4 tig .. + 3 and 16 + 4 tig .. + 3 of the MMA's k, a1/a3 key gid + 8's;
- * b0/b1 column gid's digits of the same k.  d0/d1: key gid, columns
- * 2 tig and 2 tig + 1; d2/d3: key gid + 8. */
+ * b0/b1 column gid's digits of the same k; C is seed in the low plane's
+ * columns, 0 in the high one's.  d0/d1: key gid, columns 2 tig and
+ * 2 tig + 1; d2/d3: key gid + 8. */
 M3IDX_DEV void mma_group(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                         uint32_t b1, int d[4]) {
+                         uint32_t b1, int seed, int d[4]) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%10, %10, %10, %10};"
+      "{%8, %9}, {%10, %11, %10, %11};"
       : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(seed), "r"(0));
 }
 
 /* Where lane (gid, tig)'s pair of a quad scores: its buffer index (-1:
@@ -79,54 +118,71 @@ M3IDX_DEV lane_pair pair_of_lane(const gpu_call &c, const mma_smem &sm, int r, i
   return lp;
 }
 
-/* The keys of the lane's pair whose A (a; valid: causal, no NaN scale;
- * top: the pair's largest A) is within twice the bound of top, summed
- * exactly; the block score to (head, row).  q0: the quad's first pair. */
-M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int b,
-                           int q0, const lane_pair &lp, const float (&a)[16], uint32_t valid,
-                           float top) {
-  const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+/* The keys of the lane's pair whose interval [A, A + width] reaches the
+ * pair's largest A (a: -inf for a key it does not see or of NaN scale;
+ * top: the lane's largest), summed exactly; the block score to (head,
+ * row).  q0: the quad's first pair. */
+M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const page_factors &pf,
+                           const uint8_t *page, int b, int q0, const lane_pair &lp,
+                           const float (&a)[16], float top) {
+  const int lane = threadIdx.x & 31, gid = lane >> 2;
   const warp_query &wq = sm.wq[lp.mine >= 0 ? lp.mine : 0];
   /* The pair's largest A: over the 8 lanes of the same tig. */
   for (int m = 4; m < 32; m <<= 1)
     top = fmaxf(top, M3IDX_SHFL_XOR(top, m));
-  const filter_floor f = floor_of(wq, top);
+  const float floor = interval_floor(wq, top);
+  uint32_t pass = 0u;
+#pragma unroll
+  for (int t = 0; t < 8; t++) {
+    const float2 w = pf.width[t][gid];
+    pass |= (uint32_t)(a[2 * t] + w.x >= floor) << (2 * t) |
+            (uint32_t)(a[2 * t + 1] + w.y >= floor) << (2 * t + 1);
+  }
   m3idx__block_best best;
   m3idx__best_start(&best);
-  uint32_t pending = fp64_candidates(best, wq, page, valid, a, f, c.scale,
-                                     [gid](int i) { return 16 * (i >> 1) + gid + 8 * (i & 1); });
-  /* The fp64 candidates one at a time, each summed by the whole warp with
-     its pair's query; the lanes of that pair's tig keep it. */
+  uint32_t pending = 0u;
+  for (; pass != 0u; pass &= pass - 1u) {
+    const int i = __ffs((int)pass) - 1;
+    if (defer_to_fp64(best, wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale))
+      pending |= 1u << i;
+  }
+  /* The fp64 candidates of each quad of lanes (the same keys, its four
+     pairs) one at a time, each summed by the quad with its pair's query,
+     the eight quads at once; the lane that had it keeps it.  A quad with
+     none left sums a key it drops, so that every lane takes part in the
+     shuffles. */
   for (;;) {
-    const unsigned any = __ballot_sync(0xffffffffu, pending != 0u);
-    if (any == 0u)
+    const uint32_t have = M3IDX_BALLOT32(pending != 0u);
+    if (have == 0u)
       break;
-    const int src = __ffs(any) - 1;
-    const int i = M3IDX_SHFL32(pending != 0u ? __ffs(pending) - 1 : 0, src);
-    if (lane == src)
+    const uint32_t quad = (have >> (4 * gid)) & 15u;
+    const int src = 4 * gid + (quad != 0u ? __ffs((int)quad) - 1 : 0);
+    const int i = M3IDX_SHFL32(pending != 0u ? __ffs((int)pending) - 1 : 0, src);
+    const bool own = lane == src && quad != 0u;
+    if (own)
       pending &= pending - 1u;
-    const int t = 16 * (i >> 1) + (src >> 2) + 8 * (i & 1);
-    const double d = warp_key_dot(sm.e2m1, sm.wq[q0 + (src & 3)], page + 64 * t,
+    const int t = 16 * (i >> 1) + gid + 8 * (i & 1);
+    const double d = quad_key_dot(sm.e2m1, sm.wq[q0 + (src & 3)], page + 64 * t,
                                   key_scales(page, t));
-    if (tig == (src & 3))
+    if (own)
       m3idx__best_take_d(&best, d, c.scale);
   }
-  merge_best_across(best, 4, c.scale); /* the lanes of a tig took the same fp64 sums */
+  merge_best_lanes(best, 4, 32, c.scale); /* the eight lanes of the pair */
   if (gid == 0 && lp.mine >= 0 && lp.nkeys > 0)
     store_score(c, lp.head, lp.row, b, m3idx__best_logit(&best, c.scale));
 }
 
 /* Block b (page) of request r against NQ quads of pairs from q0 of the
  * block's buffer (those below np that see it: in decode, pairs p0 + i of
- * request r, whose seq_len is s; in prefill, as sm.at says).  Lane (gid,
- * tig) = (lane / 4, lane % 4) decodes word tig of each key group of keys
- * 16 t + gid and 16 t + gid + 8 (t = 0..7) once for the NQ quads, feeds
- * each quad's MMA with column gid's digits (pair q0 + 4 quad + gid / 2,
- * plane gid % 2) of the same elements, and forms A of the two keys for
- * pair q0 + 4 quad + tig. */
+ * request r, whose seq_len is s; in prefill, as sm.at says); pf: the
+ * page's factors.  Lane (gid, tig) = (lane / 4, lane % 4) decodes word
+ * tig of each key group of keys 16 t + gid and 16 t + gid + 8 (t =
+ * 0..7) once for the NQ quads, feeds each quad's MMA with column gid's
+ * digits (pair q0 + 4 quad + gid / 2, plane gid % 2) of the same
+ * elements, and forms A of the two keys for pair q0 + 4 quad + tig. */
 template <int P, bool PREFILL, int NQ>
-M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int r,
-                           int s, int b, int p0, int q0, int np, int emax) {
+M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const page_factors &pf,
+                           const uint8_t *page, int r, int s, int b, int p0, int q0, int np) {
   const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   if (PREFILL) {
     bool any = false;
@@ -137,9 +193,8 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t 
   }
   uint32_t bf[NQ][4][2];
   lane_pair lp[NQ];
-  bool filter[NQ];
+  int seed[NQ][4];
   float a[NQ][16], top[NQ];
-  uint32_t valid[NQ];
 #pragma unroll
   for (int qd = 0; qd < NQ; qd++) {
     const int bq = q0 + 4 * qd + (gid >> 1);
@@ -151,20 +206,21 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t 
       bf[qd][g][1] = bq < np ? (uint32_t)plane[8 * g + 2 * tig + 1] : 0u;
     }
     lp[qd] = pair_of_lane<PREFILL>(c, sm, r, s, b, p0, q0 + 4 * qd, np);
-    filter[qd] = sm.wq[lp[qd].mine >= 0 ? lp[qd].mine : 0].bound < INFINITY;
+    const warp_query &mw = sm.wq[lp[qd].mine >= 0 ? lp[qd].mine : 0];
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+      seed[qd][g] = M3IDX_GEMM_MAGIC_BITS - mw.bias[g];
     top[qd] = -INFINITY;
-    valid[qd] = 0;
   }
-  const float sign = c.scale < 0.0f ? -1.0f : 1.0f;
   const code_tables tab = code_tables_now();
 #pragma unroll
   for (int t = 0; t < 8; t++) {
     const uint8_t *k0 = page + 64 * (16 * t + gid), *k1 = k0 + 64 * 8;
-    const uint32_t s0 = key_scales(page, 16 * t + gid), s1 = key_scales(page, 16 * t + gid + 8);
+    const float2 start = pf.start[t][gid];
     float a0[NQ], a1[NQ];
 #pragma unroll
     for (int qd = 0; qd < NQ; qd++)
-      a0[qd] = a1[qd] = 0.0f;
+      a0[qd] = start.x, a1[qd] = start.y;
 #pragma unroll
     for (int g = 0; g < 4; g++) {
       const uint32_t w0 = path_word<P>(*(const uint32_t *)(k0 + 16 * g + 4 * tig));
@@ -172,45 +228,41 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const uint8_t 
       uint32_t x0, x1, x2, x3;
       code_bytes(w0, tab, x0, x2);
       code_bytes(w1, tab, x1, x3);
-      const float f0 = int_group_scale(s0, g, emax), f1 = int_group_scale(s1, g, emax);
+      const float2 f = pf.f[t][g][gid];
 #pragma unroll
       for (int qd = 0; qd < NQ; qd++) {
         int d[4];
-        mma_group(x0, x1, x2, x3, bf[qd][g][0], bf[qd][g][1], d);
-        const int bias = sm.wq[lp[qd].mine >= 0 ? lp[qd].mine : 0].bias[g];
-        a0[qd] = fmaf((float)(d[1] * 256 + d[0] - bias), f0, a0[qd]);
-        a1[qd] = fmaf((float)(d[3] * 256 + d[2] - bias), f1, a1[qd]);
+        mma_group(x0, x1, x2, x3, bf[qd][g][0], bf[qd][g][1], seed[qd][g], d);
+        a0[qd] = fmaf(__int_as_float(d[1] * 256 + d[0]), f.x, a0[qd]);
+        a1[qd] = fmaf(__int_as_float(d[3] * 256 + d[2]), f.y, a1[qd]);
       }
     }
-    /* causal, and no NaN scale (whose logit is NaN, ignored) */
-    const bool n0 = m3idx__key_spread((const uint8_t *)&s0) != 255;
-    const bool n1 = m3idx__key_spread((const uint8_t *)&s1) != 255;
 #pragma unroll
-    for (int qd = 0; qd < NQ; qd++) {
-      const bool v0 = n0 && 16 * t + gid < lp[qd].nkeys;
-      const bool v1 = n1 && 16 * t + gid + 8 < lp[qd].nkeys;
-      valid[qd] |= (v0 ? 1u : 0u) << (2 * t) | (v1 ? 1u : 0u) << (2 * t + 1);
-      a[qd][2 * t] = filter[qd] && v0 ? sign * a0[qd] : -INFINITY;
-      a[qd][2 * t + 1] = filter[qd] && v1 ? sign * a1[qd] : -INFINITY;
+    for (int qd = 0; qd < NQ; qd++) { /* causal keys only */
+      a[qd][2 * t] = 16 * t + gid < lp[qd].nkeys ? a0[qd] : -INFINITY;
+      a[qd][2 * t + 1] = 16 * t + gid + 8 < lp[qd].nkeys ? a1[qd] : -INFINITY;
       top[qd] = fmaxf(top[qd], fmaxf(a[qd][2 * t], a[qd][2 * t + 1]));
     }
   }
 #pragma unroll
   for (int qd = 0; qd < NQ; qd++)
-    finish_quad(c, sm, page, b, q0 + 4 * qd, lp[qd], a[qd], valid[qd], top[qd]);
+    finish_quad(c, sm, pf, page, b, q0 + 4 * qd, lp[qd], a[qd], top[qd]);
 }
 
 /* The quads of pairs q0 = 0, 4, ... of the buffer against a page, NQMAX
- * (1 or 2) at a time while more than one is left. */
+ * (1 or 2) at a time while more than one is left; the warp's table first
+ * takes the page's factors. */
 template <int P, bool PREFILL, int NQMAX>
-M3IDX_DEV void score_page(const gpu_call &c, const mma_smem &sm, const uint8_t *page, int r,
-                          int s, int b, int p0, int np, int emax) {
+M3IDX_DEV void score_page(const gpu_call &c, mma_smem &sm, const uint8_t *page, int r, int s,
+                          int b, int p0, int np) {
+  page_factors &pf = sm.pf[threadIdx.x >> 5];
+  fill_page_factors(pf, page, c.scale < 0.0f ? -1.0f : 1.0f);
   for (int q0 = 0; q0 < np;) {
     if (NQMAX == 2 && np - q0 > 4) {
-      score_quads<P, PREFILL, 2>(c, sm, page, r, s, b, p0, q0, np, emax);
+      score_quads<P, PREFILL, 2>(c, sm, pf, page, r, s, b, p0, q0, np);
       q0 += 8;
     } else {
-      score_quads<P, PREFILL, 1>(c, sm, page, r, s, b, p0, q0, np, emax);
+      score_quads<P, PREFILL, 1>(c, sm, pf, page, r, s, b, p0, q0, np);
       q0 += 4;
     }
   }

@@ -35,15 +35,15 @@ __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(NQMAX))
       __syncthreads(); /* the buffer's last readers are done */
       for (int i = warp; i < np; i += FP64_WARPS) {
         const int p = p0 + i;
-        load_query<P>(c, sm.wq[i], (long long)(r * qlen + p / H) * H + p % H);
+        load_query<P>(c, sm.wq[i], (long long)(r * qlen + p / H) * H + p % H,
+                      M3IDX_GEMM_CUT_BITS);
       }
       __syncthreads();
       for (int k = warp; k < count; k += FP64_WARPS) {
         const uint8_t *page = page_of(c, r, b0 + k);
         if (page == nullptr)
           continue;
-        const int emax = page_emax<M3IDX_GPU_PATH_PLAIN>(page);
-        score_page<P, false, NQMAX>(c, sm, page, r, s, b0 + k, p0, np, emax);
+        score_page<P, false, NQMAX>(c, sm, page, r, s, b0 + k, p0, np);
       }
     }
   }
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(2))
       int r = 0;
       const int pos = row_position(c, row, &r); /* -1 on bad lengths, recorded */
       if (pos >= b0 * 128)
-        load_query<P>(c, sm.wq[i], first + i);
+        load_query<P>(c, sm.wq[i], first + i, M3IDX_GEMM_CUT_BITS);
       if (lane == 0)
         sm.at[i] = pair_at{row, head, pos >= b0 * 128 ? pos : -1, r};
     }
@@ -87,8 +87,7 @@ __global__ void __launch_bounds__(FP64_THREADS, MMA_BLOCKS_PER_SM(2))
         const uint8_t *page = page_of(c, r, b);
         if (page == nullptr)
           continue;
-        const int emax = page_emax<M3IDX_GPU_PATH_PLAIN>(page);
-        score_page<P, true, 2>(c, sm, page, r, 0, b, 0, np, emax);
+        score_page<P, true, 2>(c, sm, page, r, 0, b, 0, np);
       }
   }
 }

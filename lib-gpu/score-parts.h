@@ -116,8 +116,11 @@ template <int P> M3IDX_DEV float filter_bound(float abs_sum) {
 
 
 /* The pair's 128 query elements into the warp's buffer, with the row's
- * spread allowance (every lane of the warp takes part). */
-template <int P> M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair) {
+ * spread allowance and, on NVIDIA's integer paths, its cut at cut_bits
+ * (every lane of the warp takes part). */
+template <int P>
+M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, long long pair,
+                          int cut_bits = M3IDX_CUT_BITS) {
   const int lane = threadIdx.x & 31;
   int hi = -100000, lo = 100000, special = 0;
   float abs_sum = 0.0f;
@@ -145,7 +148,9 @@ template <int P> M3IDX_DEV void load_query(const gpu_call &c, warp_query &wq, lo
     abs_sum += M3IDX_SHFL_XOR(abs_sum, m);
 #if defined(M3IDX_HIP_PLATFORM_NVIDIA)
   if (INT_FILTER(P))
-    cut_row(wq.qf, wq.lo, wq.hi, wq.bias);
+    cut_row(wq.qf, wq.lo, wq.hi, wq.bias, cut_bits);
+#else
+  (void)cut_bits;
 #endif
   if (lane == 0) {
     wq.spread = m3idx__spread_allowed(hi, lo, special);

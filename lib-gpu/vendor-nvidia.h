@@ -74,13 +74,14 @@ M3IDX_DEV int nv_scale_bytes_max(const uint32_t scales[4]) {
   return (int)max(m & 0xffffu, m >> 16);
 }
 
-/* The row cut for the integer filter: Q = q * 2^(13 - Hq) truncated
- * (|Q| < 2^14), in two signed 8-bit digit planes, Q = 256 hi + lo; word w
- * of a plane holds elements 4w .. 4w + 3; bias: 12 * sum Q a group.  Lane
- * l cuts elements 4l .. 4l + 3 of the row qf (a row with NaN or inf
+/* The row cut for the integer filter: Q = q * 2^(bits - Hq) truncated
+ * (bits: M3IDX_CUT_BITS, or M3IDX_GEMM_CUT_BITS for the tensor-core
+ * form), in two signed 8-bit digit planes, Q = 256 hi + lo; word w of a
+ * plane holds elements 4w .. 4w + 3; bias: 12 * sum Q a group.  Lane l
+ * cuts elements 4l .. 4l + 3 of the row qf (a row with NaN or inf
  * elements is not filtered; its digits are not used). */
 M3IDX_DEV void cut_row(const float *qf, int32_t lo_plane[32], int32_t hi_plane[32],
-                       int32_t bias[4]) {
+                       int32_t bias[4], int bits) {
   const int lane = threadIdx.x & 31;
   uint32_t top = 0u;
 #pragma unroll
@@ -93,7 +94,7 @@ M3IDX_DEV void cut_row(const float *qf, int32_t lo_plane[32], int32_t hi_plane[3
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     const float q = qf[4 * lane + i];
-    const int32_t v = m3idx__cut_q_finite(q, hq, M3IDX_CUT_BITS);
+    const int32_t v = m3idx__cut_q_finite(q, hq, bits);
     lo |= m3idx__cut_lo(v) << (8 * i);
     hi |= m3idx__cut_hi(v) << (8 * i);
     sum += v;
