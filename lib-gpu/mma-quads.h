@@ -133,43 +133,25 @@ M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const page_fac
   const float floor = interval_floor(wq, top);
   uint32_t pass = 0u;
 #pragma unroll
-  for (int t = 0; t < 8; t++) {
-    const float2 w = pf.width[t][gid];
-    pass |= (uint32_t)(a[2 * t] + w.x >= floor) << (2 * t) |
-            (uint32_t)(a[2 * t + 1] + w.y >= floor) << (2 * t + 1);
-  }
-  m3idx__block_best best;
-  m3idx__best_start(&best);
-  uint32_t pending = 0u;
+  for (int t = 0; t < 8; t++)
+    pass |= reach_bits(a[2 * t], a[2 * t + 1], pf.width[t][gid], floor) << (2 * t);
+  m3idx__block_best best[1];
+  m3idx__best_start(&best[0]);
+  uint32_t pending[1] = {0u};
   for (; pass != 0u; pass &= pass - 1u) {
     const int i = __ffs((int)pass) - 1;
-    if (defer_to_fp64(best, wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale))
-      pending |= 1u << i;
+    if (defer_to_fp64(best[0], wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale))
+      pending[0] |= 1u << i;
   }
   /* The fp64 candidates of each quad of lanes (the same keys, its four
-     pairs) one at a time, each summed by the quad with its pair's query,
-     the eight quads at once; the lane that had it keeps it.  A quad with
-     none left sums a key it drops, so that every lane takes part in the
-     shuffles. */
-  for (;;) {
-    const uint32_t have = M3IDX_BALLOT32(pending != 0u);
-    if (have == 0u)
-      break;
-    const uint32_t quad = (have >> (4 * gid)) & 15u;
-    const int src = 4 * gid + (quad != 0u ? __ffs((int)quad) - 1 : 0);
-    const int i = M3IDX_SHFL32(pending != 0u ? __ffs((int)pending) - 1 : 0, src);
-    const bool own = lane == src && quad != 0u;
-    if (own)
-      pending &= pending - 1u;
+     pairs), each summed with its own pair's query. */
+  sum_quad_candidates<1>(sm.e2m1, pending, best, c.scale, [&](int src, int, int i) {
     const int t = 16 * (i >> 1) + gid + 8 * (i & 1);
-    const double d = quad_key_dot(sm.e2m1, sm.wq[q0 + (src & 3)], page + 64 * t,
-                                  key_scales(page, t));
-    if (own)
-      m3idx__best_take_d(&best, d, c.scale);
-  }
-  merge_best_lanes(best, 4, 32, c.scale); /* the eight lanes of the pair */
+    return quad_key{&sm.wq[q0 + (src & 3)], page + 64 * t, key_scales(page, t)};
+  });
+  merge_best_lanes(best[0], 4, 32, c.scale); /* the eight lanes of the pair */
   if (gid == 0 && lp.mine >= 0 && lp.nkeys > 0)
-    store_score(c, lp.head, lp.row, b, m3idx__best_logit(&best, c.scale));
+    store_score(c, lp.head, lp.row, b, m3idx__best_logit(&best[0], c.scale));
 }
 
 /* Block b (page) of request r against NQ quads of pairs from q0 of the

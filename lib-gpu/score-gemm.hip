@@ -204,9 +204,8 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
   for (int ch = 0; ch < 16; ch++) {
     const float2 w = *(const float2 *)&width[8 * ch + 2 * tig];
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-      pass[i >> 1] |= (uint32_t)(a[ch][i] + (i & 1 ? w.y : w.x) >= floor_at[i >> 1])
-                      << (2 * ch + (i & 1));
+    for (int r = 0; r < 2; r++)
+      pass[r] |= reach_bits(a[ch][2 * r], a[ch][2 * r + 1], w, floor_at[r]) << (2 * ch);
   }
   m3idx__block_best best[2];
   uint32_t pending[2];
@@ -223,35 +222,11 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
     }
   }
   /* The pending keys of each quad (the four lanes of row gid: pairs gid
-     and gid + 8) one at a time, each summed by the quad with its pair's
-     query, the eight quads at once; the lane that had it keeps it.  A
-     quad with none left sums a key it drops, so that every lane takes
-     part in the shuffles. */
-  for (;;) {
-    const uint32_t have = M3IDX_BALLOT32((pending[0] | pending[1]) != 0u);
-    if (have == 0u)
-      break;
-    const uint32_t quad = (have >> (4 * gid)) & 15u;
-    const int src = 4 * gid + (quad != 0u ? __ffs((int)quad) - 1 : 0);
-    const int mine = pending[0] != 0u ? __ffs((int)pending[0]) - 1
-                     : pending[1] != 0u ? 32 + __ffs((int)pending[1]) - 1
-                                        : 0;
-    const int pick = M3IDX_SHFL32(mine, src);
-    const int r = pick >> 5, i = pick & 31;
-    const bool own = lane == src && quad != 0u;
-    if (own) {
-      if (r == 0)
-        pending[0] &= pending[0] - 1u;
-      else
-        pending[1] &= pending[1] - 1u;
-    }
+     and gid + 8), summed exactly. */
+  sum_quad_candidates<2>(e2m1, pending, best, c.scale, [&](int src, int r, int i) {
     const int t = 8 * (i >> 1) + 2 * (src & 3) + (i & 1);
-    const double d = quad_key_dot(e2m1, wq16[gid + 8 * r], page + 64 * t, scales[t]);
-    if (own && r == 0)
-      m3idx__best_take_d(&best[0], d, c.scale);
-    if (own && r == 1)
-      m3idx__best_take_d(&best[1], d, c.scale);
-  }
+    return quad_key{&wq16[gid + 8 * r], page + 64 * t, scales[t]};
+  });
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     merge_best_lanes(best[r], 1, 4, c.scale);
