@@ -7,9 +7,9 @@
  * (rows; the value in halves + 12, as code_bytes gives them) by the two
  * digit planes of four pairs (8 columns: lo and hi of each), one group of
  * 32 elements at a time.  The queries are cut as the tensor-core filter
- * cuts them (lib/filter-cut.h, M3IDX_GEMM_CUT_BITS), and the low plane's
- * sum starts at the bits of 1.5 * 2^23 less the codes' bias, so that
- * 256 hi + lo reads as the float 1.5 * 2^23 + S_g: A of a key is its
+ * cuts them (lib/filter-cut.h, M3IDX_GEMM_CUT_BITS), and 256 hi + lo
+ * plus the bits of 1.5 * 2^23 less the codes' bias reads as the float
+ * 1.5 * 2^23 + S_g: A of a key is its
  * start plus one fused multiply-add a group (key_factors, gemm-parts.h),
  * and the keys whose interval reaches the pair's largest A are summed in
  * fp64 (or exactly), a quad of lanes a key as the gemm row sums them.
@@ -80,15 +80,15 @@ M3IDX_DEV bool sees(const mma_smem &sm, int i, int r, int b) {
 
 /* D = A B + C for one group: a0/a2 are key gid's code bytes of elements
  * 4 tig .. + 3 and 16 + 4 tig .. + 3 of the MMA's k, a1/a3 key gid + 8's;
- * b0/b1 column gid's digits of the same k; C is seed in the low plane's
- * columns, 0 in the high one's.  d0/d1: key gid, columns 2 tig and
- * 2 tig + 1; d2/d3: key gid + 8. */
+ * b0/b1 column gid's digits of the same k; C is 0 (a seed there costs
+ * more register moves than the add it saves).  d0/d1: key gid, columns
+ * 2 tig and 2 tig + 1; d2/d3: key gid + 8. */
 M3IDX_DEV void mma_group(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                         uint32_t b1, int seed, int d[4]) {
+                         uint32_t b1, int d[4]) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%10, %11, %10, %11};"
+      "{%8, %9}, {%10, %10, %10, %10};"
       : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(seed), "r"(0));
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
 }
 
 /* Where lane (gid, tig)'s pair of a quad scores: its buffer index (-1:
@@ -214,9 +214,9 @@ M3IDX_DEV void score_quads(const gpu_call &c, const mma_smem &sm, const page_fac
 #pragma unroll
       for (int qd = 0; qd < NQ; qd++) {
         int d[4];
-        mma_group(x0, x1, x2, x3, bf[qd][g][0], bf[qd][g][1], seed[qd][g], d);
-        a0[qd] = fmaf(__int_as_float(d[1] * 256 + d[0]), f.x, a0[qd]);
-        a1[qd] = fmaf(__int_as_float(d[3] * 256 + d[2]), f.y, a1[qd]);
+        mma_group(x0, x1, x2, x3, bf[qd][g][0], bf[qd][g][1], d);
+        a0[qd] = fmaf(__int_as_float(d[1] * 256 + d[0] + seed[qd][g]), f.x, a0[qd]);
+        a1[qd] = fmaf(__int_as_float(d[3] * 256 + d[2] + seed[qd][g]), f.y, a1[qd]);
       }
     }
 #pragma unroll

@@ -12,9 +12,10 @@
 
 #define MMA_PREFILL_BLOCKS 8 /* key blocks (pages) a prefill block scores them against */
 
-/* Registers for NQMAX quads a pass: 128 (4 blocks an SM) hold one quad's
- * 16 keys a lane, 168 (3 blocks) two quads' (a few bytes spill). */
-#define MMA_BLOCKS_PER_SM(NQMAX) ((NQMAX) == 1 ? 4 : 3)
+/* Blocks an SM for NQMAX quads a pass: one quad's row runs in 96
+ * registers (5 blocks, 20 warps; a few bytes spill), two quads' in 168
+ * (3 blocks). */
+#define MMA_BLOCKS_PER_SM(NQMAX) ((NQMAX) == 1 ? 5 : 3)
 
 /* Blocks take work-map entries; for each, the pairs MMA_PAIRS at a time
  * into shared memory, then each warp a page of the entry for all of them,
