@@ -137,12 +137,9 @@ M3IDX_DEV void finish_quad(const gpu_call &c, const mma_smem &sm, const page_fac
     pass |= reach_bits(a[2 * t], a[2 * t + 1], pf.width[t][gid], floor) << (2 * t);
   m3idx__block_best best[1];
   m3idx__best_start(&best[0]);
-  uint32_t pending[1] = {0u};
-  for (; pass != 0u; pass &= pass - 1u) {
-    const int i = __ffs((int)pass) - 1;
-    if (defer_to_fp64(best[0], wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale))
-      pending[0] |= 1u << i;
-  }
+  uint32_t pending[1] = {fp64_pending(pass, [&](int i) {
+    return defer_to_fp64(best[0], wq, page, 16 * (i >> 1) + gid + 8 * (i & 1), c.scale);
+  })};
   /* The fp64 candidates of each quad of lanes (the same keys, its four
      pairs), each summed with its own pair's query. */
   sum_quad_candidates<1>(sm.e2m1, pending, best, c.scale, [&](int src, int, int i) {

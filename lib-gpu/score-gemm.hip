@@ -213,13 +213,10 @@ M3IDX_DEV void score_tile_page(const gpu_call &c, const double *e2m1, const warp
   for (int r = 0; r < 2; r++) {
     const warp_query &wq = wq16[gid + 8 * r];
     m3idx__best_start(&best[r]);
-    pending[r] = 0u;
-    for (; pass[r] != 0u; pass[r] &= pass[r] - 1u) {
-      const int i = __ffs((int)pass[r]) - 1;
+    pending[r] = fp64_pending(pass[r], [&](int i) {
       const int t = 8 * (i >> 1) + 2 * tig + (i & 1);
-      if (defer_key_to_fp64(best[r], wq, page + 64 * t, (const uint8_t *)&scales[t], c.scale))
-        pending[r] |= 1u << i;
-    }
+      return defer_key_to_fp64(best[r], wq, page + 64 * t, (const uint8_t *)&scales[t], c.scale);
+    });
   }
   /* The pending keys of each quad (the four lanes of row gid: pairs gid
      and gid + 8), summed exactly. */

@@ -164,7 +164,7 @@ M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, 
       t0 = fmaxf(t0, M3IDX_SHFL_XOR(t0, m));
     const warp_query &wq = sm.wq[4 * slot + i];
     const float floor_at = interval_floor(wq, t0);
-    uint32_t pass = 0u, pending = 0u;
+    uint32_t pass = 0u;
 #pragma unroll
     for (int ch = 0; ch < 8; ch++) {
       const float v = av[4 * slot + i][16 * ch + col];
@@ -172,11 +172,8 @@ M3IDX_DEV void mfma_page(const gpu_call &c, mfma_smem &sm, const uint8_t *page, 
     }
     m3idx__block_best best;
     m3idx__best_start(&best);
-    for (; pass != 0u; pass &= pass - 1u) {
-      const int ch = __ffs((int)pass) - 1;
-      if (defer_to_fp64(best, wq, page, 16 * ch + col, c.scale))
-        pending |= 1u << ch;
-    }
+    uint32_t pending = fp64_pending(
+        pass, [&](int ch) { return defer_to_fp64(best, wq, page, 16 * ch + col, c.scale); });
     for (;;) {
       const uint32_t have = M3IDX_BALLOT32(pending != 0u);
       if (have == 0u)

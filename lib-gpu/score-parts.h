@@ -270,6 +270,19 @@ M3IDX_DEV bool defer_to_fp64(m3idx__block_best &best, const warp_query &wq, cons
   return defer_key_to_fp64(best, wq, page + 64 * t, page + M3IDX_PAGE_DATA_BYTES + 4 * t, scale);
 }
 
+/* The keys of the bits of pass, each sent to defer(i) (defer_to_fp64 or
+ * defer_key_to_fp64 of key i): the result has bit i set for those that
+ * go to the fp64 sums. */
+template <class Defer> M3IDX_DEV uint32_t fp64_pending(uint32_t pass, Defer defer) {
+  uint32_t pending = 0u;
+  for (; pass != 0u; pass &= pass - 1u) {
+    const int i = __ffs((int)pass) - 1;
+    if (defer(i))
+      pending |= 1u << i;
+  }
+  return pending;
+}
+
 /* The lane's N keys (key_of(i), approximation a[i], bit i of valid) that
  * pass the floor, found without a branch a key (usually there is none),
  * then each sent to defer_to_fp64: the result has bit i set for those the
@@ -278,16 +291,11 @@ template <int N, class KeyOf>
 M3IDX_DEV uint32_t fp64_candidates(m3idx__block_best &best, const warp_query &wq,
                                    const uint8_t *page, uint32_t valid, const float (&a)[N],
                                    const filter_floor &f, float scale, KeyOf key_of) {
-  uint32_t pass = 0, pending = 0;
+  uint32_t pass = 0;
 #pragma unroll
   for (int i = 0; i < N; i++)
     pass |= (uint32_t)(((valid >> i) & 1u) && may_hold(f, a[i])) << i;
-  for (; pass != 0u; pass &= pass - 1u) {
-    const int i = __ffs((int)pass) - 1;
-    if (defer_to_fp64(best, wq, page, key_of(i), scale))
-      pending |= 1u << i;
-  }
-  return pending;
+  return fp64_pending(pass, [&](int i) { return defer_to_fp64(best, wq, page, key_of(i), scale); });
 }
 
 /* 2^k in fp32 for k <= 0, 0 below fp32's normals. */
