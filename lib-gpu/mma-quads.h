@@ -9,11 +9,11 @@
  * 32 elements at a time.  The queries are cut as the tensor-core filter
  * cuts them (lib/filter-cut.h, M3IDX_GEMM_CUT_BITS), and 256 hi + lo
  * plus the bits of 1.5 * 2^23 less the codes' bias reads as the float
- * 1.5 * 2^23 + S_g: A of a key is its
- * start plus one fused multiply-add a group (key_factors, gemm-parts.h),
- * and the keys whose interval reaches the pair's largest A are summed in
- * fp64 (or exactly), a quad of lanes a key as the gemm row sums them.
- * The page may be in global or shared memory.
+ * 1.5 * 2^23 + S_g: A of a key is its start plus one fused multiply-add
+ * a group (key_factors, gemm-parts.h), and the keys whose interval
+ * reaches the pair's largest A are summed in fp64 (or exactly), a quad
+ * of lanes a key as the gemm row sums them.  The page may be in global
+ * or shared memory.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -78,9 +78,9 @@ M3IDX_DEV bool sees(const mma_smem &sm, int i, int r, int b) {
   return sm.at[i].pos >= b * 128 && sm.at[i].req == r;
 }
 
-/* D = A B + C for one group: a0/a2 are key gid's code bytes of elements
+/* D = A B for one group: a0/a2 are key gid's code bytes of elements
  * 4 tig .. + 3 and 16 + 4 tig .. + 3 of the MMA's k, a1/a3 key gid + 8's;
- * b0/b1 column gid's digits of the same k; C is 0 (a seed there costs
+ * b0/b1 column gid's digits of the same k (C is 0: a seed there cost
  * more register moves than the add it saves).  d0/d1: key gid, columns
  * 2 tig and 2 tig + 1; d2/d3: key gid + 8. */
 M3IDX_DEV void mma_group(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,

@@ -1,8 +1,8 @@
 /*
  * score-mma.hip - decode with several (row, head) pairs a request, and
- * prefill, on NVIDIA's fast path: the integer filter of score-parts.h done
- * by the tensor cores (mma-quads.h), so that a page's codes are decoded
- * once for four pairs.  The pages are read from global memory.
+ * prefill, on NVIDIA's fast path: lib/filter-cut.h's tensor-core filter
+ * done by the tensor cores (mma-quads.h), so that a page's codes are
+ * decoded once for four pairs.  The pages are read from global memory.
  *
  * SPDX-License-Identifier: MIT
  */

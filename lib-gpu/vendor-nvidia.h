@@ -113,7 +113,7 @@ M3IDX_DEV int dot4_u8s8(uint32_t a, int32_t b, int c) {
   return d;
 }
 
-/* group_scale for the integer filters (score_pair's and score_quads'):
+/* group_scale for the integer filter (score_pair's lane_filter_int):
  * below fp32's normals 2^-126, not 0.  An integer group sum |S| < 2^23
  * times it is exact either way, and the factor's excess, below 2^-103, is
  * inside the bound's allowance for factors under the normals
